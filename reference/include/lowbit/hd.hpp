@@ -1,0 +1,9 @@
+// Host/device annotation, kept in one place (see STYLE.md: Eigen keeps its macros together).
+// Element code is written once, constexpr, and compiled for the host and, under nvcc, the device.
+#pragma once
+
+#if defined(__CUDACC__)
+#define LOWBIT_HD __host__ __device__
+#else
+#define LOWBIT_HD
+#endif

@@ -1,0 +1,109 @@
+// Policy: how a real number becomes a code.  Passed explicitly to every conversion; there is no
+// global floating-point state (no fesetround, no rounding-mode global as in SoftFloat).
+#pragma once
+#include <cstdint>
+
+#include "lowbit/hd.hpp"
+
+namespace lowbit {
+
+// SEMANTICS.md §2.  rem is the dropped fraction of one ulp, in [0, 1).
+enum class Rounding : std::uint8_t {
+  rne,   // ties to even
+  rna,   // ties away from zero
+  rtz,   // toward zero
+  rup,   // toward +inf
+  rdn,   // toward -inf
+  rto,   // to odd: truncate, then set the last bit if anything was dropped
+  sr_a,  // P3109 StochasticA (gfloat StochasticFastest): floor(rem*2^N) + R >= 2^N
+  sr_b,  // P3109 StochasticB (gfloat StochasticFast):    floor(rem*2^(N+1)) + 2R + 1 >= 2^(N+1)
+  sr_c,  // P3109 StochasticC (gfloat Stochastic):        rne(rem*2^N) + R >= 2^N
+};
+LOWBIT_HD constexpr bool is_stochastic(Rounding r) {
+  return r == Rounding::sr_a || r == Rounding::sr_b || r == Rounding::sr_c;
+}
+
+enum class Overflow : std::uint8_t {
+  satfinite,     // clamp to ±max; ±Inf also becomes ±max (P3109 SatFinite, CUDA __NV_SATFINITE)
+  satpropagate,  // clamp finite overflow to ±max; ±Inf stays ±Inf where the format has it (P3109 SatPropagate)
+  nosat,         // IEEE 754 §7.4 rules by rounding direction
+};
+
+enum class Subnormals : std::uint8_t {
+  keep,
+  ftz,      // tiny results flush to signed zero
+  daz,      // subnormal inputs read as signed zero
+  ftz_daz,  // both
+};
+LOWBIT_HD constexpr bool flushes_results(Subnormals s) { return s == Subnormals::ftz || s == Subnormals::ftz_daz; }
+LOWBIT_HD constexpr bool flushes_inputs(Subnormals s) { return s == Subnormals::daz || s == Subnormals::ftz_daz; }
+
+// When a result is "tiny" (IEEE 754 §7.5): after rounding to the format's precision with an unbounded
+// exponent (x86's choice and the default), or before rounding (Arm's).
+enum class Tininess : std::uint8_t { after, before };
+
+// Status flags as a TestFloat-style mask (the file format uses these values).
+namespace flag {
+inline constexpr std::uint8_t inexact = 1;
+inline constexpr std::uint8_t underflow = 2;
+inline constexpr std::uint8_t overflow = 4;
+inline constexpr std::uint8_t infinite = 8;  // divide by zero; never raised by a conversion
+inline constexpr std::uint8_t invalid = 16;
+// Not an IEEE flag: the selected profile's implementation has no defined result for this input
+// (LLVM asserts on NaN into FP4/FP6).  The command line turns it into an error.
+inline constexpr std::uint8_t unsupported = 128;
+}  // namespace flag
+
+// ---- implementation-defined choices, set by profiles (SEMANTICS.md §3) ----------------------------
+
+// NaN into a format that has no NaN (e2m1, e2m3, e3m2, int8).
+enum class NanToNoNan : std::uint8_t {
+  plus_max,     // +max with invalid (built-in default; CUDA's cvt)
+  flipped_zero, // the zero code whose sign is the NaN's sign flipped (ml_dtypes' float4/float6)
+  unsupported,  // no defined result (LLVM APFloat asserts)
+};
+// NaN into a format that has NaN.
+enum class NanStyle : std::uint8_t {
+  preserve,           // keep the sign and the top payload bits, set the quiet bit (IEEE 754 §6.2.3)
+  positive_all_ones,  // one canonical positive NaN with every mantissa bit set (CUDA: 0x7FFF, 0x7F)
+};
+// A negative value (not -0) into an unsigned format.
+enum class UnsignedNegative : std::uint8_t {
+  nan,                    // NaN with invalid (built-in default)
+  magnitude,              // the sign is ignored (CUDA's e8m0 conversion)
+  nan_unless_saturating,  // NaN, or the smallest value under satfinite (ml_dtypes' float8_e8m0fnu)
+};
+// Zero into a format without zero (e8m0).
+enum class ZeroIntoNoZero : std::uint8_t {
+  smallest,               // the smallest value, 2^-127 (built-in default; CUDA)
+  nan_unless_saturating,  // NaN, or the smallest value under satfinite (ml_dtypes)
+};
+
+struct Quirks {
+  NanToNoNan nan_to_no_nan = NanToNoNan::plus_max;
+  NanStyle nan_style = NanStyle::preserve;
+  UnsignedNegative unsigned_negative = UnsignedNegative::nan;
+  ZeroIntoNoZero zero_into_no_zero = ZeroIntoNoZero::smallest;
+};
+
+struct Policy {
+  Rounding rounding = Rounding::rne;
+  Overflow overflow = Overflow::nosat;
+  Subnormals subnormals = Subnormals::keep;
+  Tininess tininess = Tininess::after;
+  int sr_bits = 0;  // N, for the stochastic modes: the random value R lies in [0, 2^N); 1 <= N <= 32
+  Quirks quirks{};
+};
+
+inline constexpr int max_sr_bits = 32;
+
+// What every conversion returns: the code, the IEEE flags raised, and the ternary value
+// (the sign of rounded - exact, as MPFR reports it; 0 when exact or when the result is NaN).
+struct Result {
+  std::uint64_t code = 0;
+  std::uint8_t flags = 0;
+  std::int8_t ternary = 0;
+  LOWBIT_HD constexpr bool operator==(const Result&) const = default;
+};
+
+}  // namespace lowbit

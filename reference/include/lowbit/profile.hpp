@@ -1,0 +1,78 @@
+// Profiles: named policy bundles, each reproducing one real implementation (SEMANTICS.md §3), kept as
+// data the way SoftFloat keeps platform quirks in their own folder.
+#pragma once
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "lowbit/format.hpp"
+#include "lowbit/policy.hpp"
+
+namespace lowbit {
+
+// A set of rounding modes / overflow modes as a bit mask (bit i = enum value i).
+using ModeMask = unsigned;
+constexpr ModeMask bit(Rounding r) { return 1u << static_cast<unsigned>(r); }
+constexpr ModeMask bit(Overflow o) { return 1u << static_cast<unsigned>(o); }
+inline constexpr ModeMask all_roundings = 0x1FF;
+inline constexpr ModeMask deterministic_roundings = 0x3F;
+inline constexpr ModeMask all_overflows = 0x7;
+
+// What one implementation offers for one target format.
+struct TargetRule {
+  const Format* target;
+  ModeMask roundings;                      // allowed rounding modes
+  std::optional<Rounding> default_rounding;  // nullopt: the mode must be named (CUDA's e8m0)
+  ModeMask overflows;                      // allowed overflow modes
+  Overflow default_overflow;
+  const char* note;                        // where the rule comes from
+};
+
+struct Profile {
+  const char* name;
+  const char* description;
+  Quirks quirks;
+  ModeMask subnormal_modes;  // allowed Subnormals values (bit i = enum value i)
+  bool tininess_choice;      // whether --tininess before is meaningful for it
+  bool int8_sign_magnitude;  // int8 elements are sign-magnitude (microxcaling)
+  // Targets the implementation has.  When `any_target` is true, targets without a rule use
+  // `fallback`; otherwise they are an error.
+  std::span<const TargetRule> targets;
+  bool any_target;
+  TargetRule fallback;
+};
+
+std::span<const Profile> profiles();
+const Profile* find_profile(std::string_view name);
+
+// What the user asked for; unset fields take the profile's (or the built-in) defaults.
+struct PolicyRequest {
+  std::optional<Rounding> rounding;
+  std::optional<Overflow> overflow;
+  std::optional<Subnormals> subnormals;
+  std::optional<Tininess> tininess;
+  int sr_bits = 0;
+};
+
+// Resolve a request against a profile (nullptr: built-in defaults rne / nosat / keep) for a target.
+// The target may be replaced (int8 under microxcaling).  On a combination the implementation does not
+// have, returns nullopt and sets `error` to a message naming the option.
+struct Resolved {
+  Policy policy;
+  const Format* target;
+};
+std::optional<Resolved> resolve(const Profile* profile, const Format& target, const PolicyRequest& request,
+                                std::string& error);
+
+// Names of the enum values, as the command line spells them.
+const char* name(Rounding r);
+const char* name(Overflow o);
+const char* name(Subnormals s);
+const char* name(Tininess t);
+std::optional<Rounding> parse_rounding(std::string_view s);
+std::optional<Overflow> parse_overflow(std::string_view s);
+std::optional<Subnormals> parse_subnormals(std::string_view s);
+std::optional<Tininess> parse_tininess(std::string_view s);
+
+}  // namespace lowbit

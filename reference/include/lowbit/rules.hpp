@@ -1,0 +1,116 @@
+// The parts of a conversion that are the same whatever computes the rounding: the results for NaN,
+// infinity, zero and overflow, the profile quirks, and the final packing of a rounded magnitude.
+// Both the exact path (exact.hpp) and the fast path (convert.hpp) call these; each computes the
+// rounding itself (truncated magnitude, remainder, decision, tininess) independently.
+#pragma once
+#include <cstdint>
+
+#include "lowbit/format.hpp"
+#include "lowbit/policy.hpp"
+#include "lowbit/value.hpp"
+
+namespace lowbit::rules {
+
+LOWBIT_HD constexpr std::int8_t signed_ternary(bool negative, int magnitude_ternary) {
+  return static_cast<std::int8_t>(negative ? -magnitude_ternary : magnitude_ternary);
+}
+
+LOWBIT_HD constexpr Result max_result(const Format& to, bool negative, std::uint8_t flags) {
+  return {to.encode(negative, to.max_finite_magnitude(negative)), flags, signed_ternary(negative, -1)};
+}
+
+// The smallest value of a format: zero, or 2^emin in a format without zero.
+LOWBIT_HD constexpr Result smallest_result(const Format& to, bool negative, std::uint8_t flags, int magnitude_ternary) {
+  return {to.encode(negative, 0), flags, signed_ternary(negative, magnitude_ternary)};
+}
+
+// Infinity where the format has it, else NaN where it has that, else ±max (the format always saturates).
+LOWBIT_HD constexpr Result inf_or_nan_result(const Format& to, bool negative, std::uint8_t flags) {
+  if (to.has_inf()) return {to.encode(negative, to.inf_magnitude()), flags, signed_ternary(negative, 1)};
+  if (to.has_nan()) return {to.nan_code(negative, to.mantissa_mask()), flags, 0};
+  return max_result(to, negative, flags);
+}
+
+// A finite value whose rounded magnitude exceeds the largest finite one (SEMANTICS.md §2 "Overflow").
+LOWBIT_HD constexpr Result overflow_result(const Format& to, bool negative, const Policy& p) {
+  constexpr std::uint8_t f = flag::overflow | flag::inexact;
+  if (p.overflow != Overflow::nosat) return max_result(to, negative, f);
+  switch (p.rounding) {
+    case Rounding::rtz: return max_result(to, negative, f);
+    case Rounding::rup: return negative ? max_result(to, negative, f) : inf_or_nan_result(to, negative, f);
+    case Rounding::rdn: return negative ? inf_or_nan_result(to, negative, f) : max_result(to, negative, f);
+    // Nearest, odd and stochastic modes: an overflowed odd result must not pass for max (it would
+    // mislead the second rounding that round-to-odd exists for), so it goes where rne goes.
+    default: return inf_or_nan_result(to, negative, f);
+  }
+}
+
+// ±Inf in.  Infinities are exact in every rounding mode (IEEE 754; gfloat's round_float); into a
+// format without infinity they are an overflow: NaN (or max where there is no NaN) unless saturating.
+LOWBIT_HD constexpr Result inf_result(const Format& to, bool negative, const Policy& p) {
+  constexpr std::uint8_t f = flag::overflow | flag::inexact;
+  if (p.overflow == Overflow::satfinite) return max_result(to, negative, f);
+  if (to.has_inf()) return {to.encode(negative, to.inf_magnitude()), 0, 0};
+  return inf_or_nan_result(to, negative, f);
+}
+
+LOWBIT_HD constexpr Result nan_result(const Format& to, const Unpacked& x, const Policy& p) {
+  const std::uint8_t sig = x.signaling ? flag::invalid : 0;
+  if (!to.has_nan()) {
+    switch (p.quirks.nan_to_no_nan) {
+      case NanToNoNan::plus_max: return {to.encode(false, to.max_finite_magnitude()), flag::invalid, 0};
+      case NanToNoNan::flipped_zero: return {to.encode(!x.negative, 0), flag::invalid, 0};
+      case NanToNoNan::unsupported: return {0, static_cast<std::uint8_t>(flag::invalid | flag::unsupported), 0};
+    }
+  }
+  if (p.quirks.nan_style == NanStyle::positive_all_ones) return {to.nan_code(false, to.mantissa_mask()), sig, 0};
+  if (to.nan != NanEncoding::ieee) return {to.nan_code(x.negative), sig, 0};
+  // IEEE target: quiet bit plus the top payload bits (the bits below the source's quiet bit).
+  const int mt = to.mantissa_bits;
+  std::uint64_t rest = 0;
+  if (x.payload_bits > 1) {
+    rest = x.payload & bits::ones(x.payload_bits - 1);
+    rest = x.payload_bits >= mt ? (rest >> (x.payload_bits - mt)) : (rest << (mt - x.payload_bits));
+  }
+  return {to.nan_code(x.negative, (std::uint64_t{1} << (mt - 1)) | rest), sig, 0};
+}
+
+LOWBIT_HD constexpr Result zero_result(const Format& to, bool negative, const Policy& p) {
+  if (to.has_zero) return {to.encode(negative && to.is_signed(), 0), 0, 0};
+  const bool nan = p.quirks.zero_into_no_zero == ZeroIntoNoZero::nan_unless_saturating &&
+                   p.overflow != Overflow::satfinite && to.has_nan();
+  if (nan) return {to.nan_code(false), flag::invalid, 0};
+  return {to.encode(false, 0), flag::inexact | flag::underflow, 1};
+}
+
+// What a negative value becomes in an unsigned format; `proceed` means: round |x| as usual.
+struct NegativeOutcome {
+  bool proceed;
+  Result result;
+};
+LOWBIT_HD constexpr NegativeOutcome unsigned_negative(const Format& to, const Policy& p) {
+  switch (p.quirks.unsigned_negative) {
+    case UnsignedNegative::magnitude: return {true, {}};
+    case UnsignedNegative::nan_unless_saturating:
+      if (p.overflow == Overflow::satfinite) return {false, {to.encode(false, 0), flag::inexact, 1}};
+      [[fallthrough]];
+    case UnsignedNegative::nan: break;
+  }
+  if (to.has_nan()) return {false, {to.nan_code(false), flag::invalid, 0}};
+  return {false, {to.encode(false, 0), flag::invalid, 1}};
+}
+
+// Pack a rounded magnitude.  `magnitude` may exceed the largest finite one (then it overflows);
+// `inexact`: something was dropped; `away`: the magnitude was rounded up; `tiny`: the result is tiny
+// under the policy's tininess rule.
+LOWBIT_HD constexpr Result finish(const Format& to, bool negative, std::uint64_t magnitude, bool inexact, bool away,
+                                  bool tiny, const Policy& p) {
+  if (magnitude > to.max_finite_magnitude(negative)) return overflow_result(to, negative, p);
+  if (tiny && flushes_results(p.subnormals) && to.has_subnormals())
+    return {to.encode(negative, 0), flag::underflow | flag::inexact, signed_ternary(negative, -1)};
+  std::uint8_t f = 0;
+  if (inexact) f = static_cast<std::uint8_t>(flag::inexact | (tiny ? flag::underflow : 0));
+  return {to.encode(negative, magnitude), f, signed_ternary(negative, inexact ? (away ? 1 : -1) : 0)};
+}
+
+}  // namespace lowbit::rules

@@ -1,0 +1,273 @@
+#include "lowbit/profile.hpp"
+
+#include <array>
+
+#include "lowbit/registry.hpp"
+
+namespace lowbit {
+
+namespace {
+
+using R = Rounding;
+using O = Overflow;
+namespace F = formats;
+
+constexpr ModeMask rn = bit(R::rne);
+constexpr ModeMask ieee5 = bit(R::rne) | bit(R::rna) | bit(R::rtz) | bit(R::rup) | bit(R::rdn);
+constexpr ModeMask sat_or_not = bit(O::satfinite) | bit(O::nosat);
+constexpr ModeMask sat = bit(O::satfinite);
+constexpr ModeMask nosat = bit(O::nosat);
+constexpr ModeMask keep_only = 1u << static_cast<unsigned>(Subnormals::keep);
+constexpr ModeMask all_subnormal_modes = 0xF;
+
+// ---- ocp: OCP 8-bit Floating Point v1.0 (OFP8) and Microscaling Formats v1.0 (MX) ---------------
+// OFP8 §5 defines only round-to-nearest-even, with saturating and non-saturating conversion (e4m3
+// non-saturating overflow gives NaN, it has no Inf).  MX §5.3: FP6/FP4 elements have no Inf/NaN and
+// saturate.  The MX scale is floor(log2(amax)) - emax_elem (§6.3), i.e. e8m0 rounds toward zero.
+const TargetRule ocp_rules[] = {
+    {&F::e4m3, rn, R::rne, sat_or_not, O::nosat, "OFP8 v1.0 §5"},
+    {&F::e5m2, rn, R::rne, sat_or_not, O::nosat, "OFP8 v1.0 §5"},
+    {&F::e2m3, rn, R::rne, sat, O::satfinite, "MX v1.0 §5.3"},
+    {&F::e3m2, rn, R::rne, sat, O::satfinite, "MX v1.0 §5.3"},
+    {&F::e2m1, rn, R::rne, sat, O::satfinite, "MX v1.0 §5.3"},
+    {&F::int8, rn, R::rne, sat, O::satfinite, "MX v1.0 §5.4"},
+    {&F::e8m0, bit(R::rtz), R::rtz, sat_or_not, O::satfinite, "MX v1.0 §6.3: floor(log2)"},
+};
+
+// ---- cuda: the CUDA 13.0 toolkit's conversion functions (cuda_fp8.h, cuda_fp6.h, cuda_fp4.h,
+// cuda_fp16.h, cuda_bf16.h), measured on this machine's toolkit (SEMANTICS.md §3's table).
+const TargetRule cuda_rules[] = {
+    {&F::e4m3, rn, R::rne, sat_or_not, O::satfinite, "__nv_cvt_float_to_fp8(x, sat, __NV_E4M3)"},
+    {&F::e5m2, rn, R::rne, sat_or_not, O::satfinite, "__nv_cvt_float_to_fp8(x, sat, __NV_E5M2)"},
+    {&F::e2m3, rn, R::rne, sat, O::satfinite, "__nv_cvt_float_to_fp6(x, __NV_E2M3, cudaRoundNearest)"},
+    {&F::e3m2, rn, R::rne, sat, O::satfinite, "__nv_cvt_float_to_fp6(x, __NV_E3M2, cudaRoundNearest)"},
+    {&F::e2m1, rn, R::rne, sat, O::satfinite, "__nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest)"},
+    {&F::e8m0, bit(R::rtz) | bit(R::rup), std::nullopt, sat_or_not, O::satfinite,
+     "__nv_cvt_float_to_e8m0(x, sat, cudaRoundZero | cudaRoundPosInf): no default rounding"},
+    {&F::f16, bit(R::rne) | bit(R::rtz) | bit(R::rup) | bit(R::rdn), R::rne, nosat, O::nosat,
+     "__float2half_rn / _rz / _ru / _rd"},
+    {&F::bf16, bit(R::rne) | bit(R::rtz) | bit(R::rup) | bit(R::rdn), R::rne, nosat, O::nosat,
+     "__float2bfloat16_rn / _rz / _ru / _rd"},
+    {&F::f32, bit(R::rne) | bit(R::rtz) | bit(R::rup) | bit(R::rdn), R::rne, nosat, O::nosat,
+     "__double2float_rn / _rz / _ru / _rd"},
+};
+
+// ---- ml_dtypes (jax-ml/ml_dtypes include/float8.h, mxfloat.h): rne, non-saturating by default, with
+// saturate and truncate template flags; e8m0 rounds ties up.
+constexpr ModeMask ne_tz = bit(R::rne) | bit(R::rtz);
+const TargetRule mldtypes_rules[] = {
+    {&F::f64, ne_tz, R::rne, sat_or_not, O::nosat, "numpy"},
+    {&F::f32, ne_tz, R::rne, sat_or_not, O::nosat, "numpy"},
+    {&F::bf16, ne_tz, R::rne, sat_or_not, O::nosat, "ml_dtypes.bfloat16"},
+    {&F::f16, ne_tz, R::rne, sat_or_not, O::nosat, "numpy float16"},
+    {&F::e4m3, ne_tz, R::rne, sat_or_not, O::nosat, "float8_e4m3fn"},
+    {&F::e5m2, ne_tz, R::rne, sat_or_not, O::nosat, "float8_e5m2"},
+    {&F::e4m3fnuz, ne_tz, R::rne, sat_or_not, O::nosat, "float8_e4m3fnuz"},
+    {&F::e5m2fnuz, ne_tz, R::rne, sat_or_not, O::nosat, "float8_e5m2fnuz"},
+    {&F::e4m3b11fnuz, ne_tz, R::rne, sat_or_not, O::nosat, "float8_e4m3b11fnuz"},
+    {&F::e4m3ieee, ne_tz, R::rne, sat_or_not, O::nosat, "float8_e4m3"},
+    {&F::e3m4, ne_tz, R::rne, sat_or_not, O::nosat, "float8_e3m4"},
+    {&F::e2m3, ne_tz, R::rne, sat_or_not, O::nosat, "float6_e2m3fn (always saturates)"},
+    {&F::e3m2, ne_tz, R::rne, sat_or_not, O::nosat, "float6_e3m2fn (always saturates)"},
+    {&F::e2m1, ne_tz, R::rne, sat_or_not, O::nosat, "float4_e2m1fn (always saturates)"},
+    {&F::e8m0, bit(R::rna) | bit(R::rtz), R::rna, sat_or_not, O::nosat,
+     "float8_e8m0fnu: a tie rounds up (rna on a positive value)"},
+};
+
+// ---- llvm: APFloat's five IEEE rounding modes, no saturating conversion (NanOnly formats overflow to
+// NaN, FiniteOnly ones clamp); it asserts on NaN into a format without NaN.
+const TargetRule llvm_rules[] = {
+    {&F::f64, ieee5, R::rne, nosat, O::nosat, "IEEEdouble"},
+    {&F::f32, ieee5, R::rne, nosat, O::nosat, "IEEEsingle"},
+    {&F::tf32, ieee5, R::rne, nosat, O::nosat, "FloatTF32"},
+    {&F::bf16, ieee5, R::rne, nosat, O::nosat, "BFloat"},
+    {&F::f16, ieee5, R::rne, nosat, O::nosat, "IEEEhalf"},
+    {&F::e4m3, ieee5, R::rne, nosat, O::nosat, "Float8E4M3FN"},
+    {&F::e5m2, ieee5, R::rne, nosat, O::nosat, "Float8E5M2"},
+    {&F::e4m3fnuz, ieee5, R::rne, nosat, O::nosat, "Float8E4M3FNUZ"},
+    {&F::e5m2fnuz, ieee5, R::rne, nosat, O::nosat, "Float8E5M2FNUZ"},
+    {&F::e4m3b11fnuz, ieee5, R::rne, nosat, O::nosat, "Float8E4M3B11FNUZ"},
+    {&F::e4m3ieee, ieee5, R::rne, nosat, O::nosat, "Float8E4M3"},
+    {&F::e3m4, ieee5, R::rne, nosat, O::nosat, "Float8E3M4"},
+    {&F::e2m3, ieee5, R::rne, nosat, O::nosat, "Float6E2M3FN"},
+    {&F::e3m2, ieee5, R::rne, nosat, O::nosat, "Float6E3M2FN"},
+    {&F::e2m1, ieee5, R::rne, nosat, O::nosat, "Float4E2M1FN"},
+};
+
+// ---- te: Transformer Engine kernels cast with cvt.rn.satfinite; the MXFP8 scale is
+// cvt.rp.satfinite.ue8m0x2 (SEMANTICS.md §4).
+const TargetRule te_rules[] = {
+    {&F::e4m3, rn, R::rne, sat, O::satfinite, "cvt.rn.satfinite.e4m3x2.f32"},
+    {&F::e5m2, rn, R::rne, sat, O::satfinite, "cvt.rn.satfinite.e5m2x2.f32"},
+    {&F::e2m1, rn, R::rne, sat, O::satfinite, "cvt.rn.satfinite.e2m1x2.f32"},
+    {&F::e8m0, bit(R::rup), R::rup, sat, O::satfinite, "cvt.rp.satfinite.ue8m0x2.f32"},
+    {&F::bf16, rn, R::rne, nosat, O::nosat, "__float2bfloat16_rn"},
+    {&F::f16, rn, R::rne, nosat, O::nosat, "__float2half_rn"},
+    {&F::f32, rn, R::rne, nosat, O::nosat, "fp32"},
+};
+
+// ---- torchao (prototype/mx_formats): elements rne after clamping; e8m0 scale modes FLOOR (default),
+// CEIL / RCEIL (round up) and EVEN; RCEIL sends Inf and values above 2^127 to 255.
+const TargetRule torchao_rules[] = {
+    {&F::e4m3, rn, R::rne, sat, O::satfinite, "clamp, then cast"},
+    {&F::e5m2, rn, R::rne, sat, O::satfinite, "clamp, then cast"},
+    {&F::e2m3, rn, R::rne, sat, O::satfinite, "f32_to_f6_e2m3_unpacked"},
+    {&F::e3m2, rn, R::rne, sat, O::satfinite, "f32_to_f6_e3m2_unpacked"},
+    {&F::e2m1, rn, R::rne, sat, O::satfinite, "f32_to_f4_unpacked"},
+    {&F::e8m0, bit(R::rtz) | bit(R::rup) | bit(R::rne), R::rtz, nosat, O::nosat,
+     "ScaleCalculationMode FLOOR (rtz), CEIL/RCEIL (rup), EVEN (rne)"},
+    {&F::bf16, rn, R::rne, nosat, O::nosat, "torch"},
+    {&F::f32, rn, R::rne, nosat, O::nosat, "torch"},
+};
+
+// ---- microxcaling (microsoft/microxcaling): round "nearest" is half away from zero, "even" is rne,
+// "floor" truncates; elements clamp; int8 is sign-magnitude.
+constexpr ModeMask mx_modes = bit(R::rna) | bit(R::rne) | bit(R::rtz);
+const TargetRule microxcaling_rules[] = {
+    {&F::e4m3, mx_modes, R::rna, sat, O::satfinite, "mx/elemwise_ops.py _quantize_elemwise_core"},
+    {&F::e5m2, mx_modes, R::rna, sat, O::satfinite, "mx/elemwise_ops.py"},
+    {&F::e2m3, mx_modes, R::rna, sat, O::satfinite, "mx/elemwise_ops.py"},
+    {&F::e3m2, mx_modes, R::rna, sat, O::satfinite, "mx/elemwise_ops.py"},
+    {&F::e2m1, mx_modes, R::rna, sat, O::satfinite, "mx/elemwise_ops.py"},
+    {&F::int8sm, mx_modes, R::rna, sat, O::satfinite, "int8: sign-magnitude, max 127/64"},
+    {&F::bf16, mx_modes, R::rna, sat_or_not, O::nosat, "mx/elemwise_ops.py"},
+    {&F::f16, mx_modes, R::rna, sat_or_not, O::nosat, "mx/elemwise_ops.py"},
+    {&F::e8m0, bit(R::rtz), R::rtz, sat, O::satfinite, "shared exponent: floor(log2)"},
+};
+
+const Profile table[] = {
+    {"ocp", "OCP OFP8 v1.0 and MX v1.0 specifications", {}, keep_only, false, false, ocp_rules, true,
+     {nullptr, rn, R::rne, all_overflows, O::nosat, "OCP specifies rne only"}},
+    {"cuda", "CUDA 13.0 toolkit conversion functions (host path = the cvt instructions)",
+     {.nan_to_no_nan = NanToNoNan::plus_max,
+      .nan_style = NanStyle::positive_all_ones,
+      .unsigned_negative = UnsignedNegative::magnitude,
+      .zero_into_no_zero = ZeroIntoNoZero::smallest},
+     keep_only, false, false, cuda_rules, false, {}},
+    {"ml_dtypes", "jax-ml/ml_dtypes C++ casts (numpy astype)",
+     {.nan_to_no_nan = NanToNoNan::flipped_zero,
+      .nan_style = NanStyle::preserve,
+      .unsigned_negative = UnsignedNegative::nan_unless_saturating,
+      .zero_into_no_zero = ZeroIntoNoZero::nan_unless_saturating},
+     keep_only, false, false, mldtypes_rules, false, {}},
+    {"llvm", "LLVM APFloat convert()", {.nan_to_no_nan = NanToNoNan::unsupported}, keep_only, false, false,
+     llvm_rules, false, {}},
+    {"te", "NVIDIA Transformer Engine kernels",
+     {.nan_to_no_nan = NanToNoNan::plus_max,
+      .nan_style = NanStyle::positive_all_ones,
+      .unsigned_negative = UnsignedNegative::magnitude,
+      .zero_into_no_zero = ZeroIntoNoZero::smallest},
+     keep_only, false, false, te_rules, false, {}},
+    {"torchao", "torchao prototype/mx_formats",
+     {.nan_to_no_nan = NanToNoNan::plus_max, .nan_style = NanStyle::preserve}, keep_only, false, false,
+     torchao_rules, false, {}},
+    {"microxcaling", "microsoft/microxcaling MX emulation", {}, keep_only, false, true, microxcaling_rules, false,
+     {}},
+    {"p3109", "IEEE P3109 interim report v4.0 (gfloat reference)", {}, all_subnormal_modes, true, false, {}, true,
+     {nullptr, all_roundings, R::rne, all_overflows, O::nosat, "P3109 defines every mode"}},
+};
+
+template <class E, std::size_t N>
+std::optional<E> lookup(std::string_view s, const std::array<const char*, N>& names) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (s == names[i]) return static_cast<E>(i);
+  return std::nullopt;
+}
+constexpr std::array<const char*, 9> rounding_names = {"rne", "rna", "rtz", "rup", "rdn", "rto", "sr-a", "sr-b", "sr-c"};
+constexpr std::array<const char*, 3> overflow_names = {"satfinite", "satpropagate", "nosat"};
+constexpr std::array<const char*, 4> subnormal_names = {"keep", "ftz", "daz", "ftz-daz"};
+constexpr std::array<const char*, 2> tininess_names = {"after", "before"};
+
+std::string modes_text(ModeMask m, bool rounding) {
+  std::string s;
+  const std::size_t n = rounding ? rounding_names.size() : overflow_names.size();
+  for (std::size_t i = 0; i < n; ++i)
+    if (m & (1u << i)) s += (s.empty() ? "" : ", ") + std::string(rounding ? rounding_names[i] : overflow_names[i]);
+  return s;
+}
+
+}  // namespace
+
+const char* name(Rounding r) { return rounding_names[static_cast<std::size_t>(r)]; }
+const char* name(Overflow o) { return overflow_names[static_cast<std::size_t>(o)]; }
+const char* name(Subnormals s) { return subnormal_names[static_cast<std::size_t>(s)]; }
+const char* name(Tininess t) { return tininess_names[static_cast<std::size_t>(t)]; }
+std::optional<Rounding> parse_rounding(std::string_view s) { return lookup<Rounding>(s, rounding_names); }
+std::optional<Overflow> parse_overflow(std::string_view s) { return lookup<Overflow>(s, overflow_names); }
+std::optional<Subnormals> parse_subnormals(std::string_view s) { return lookup<Subnormals>(s, subnormal_names); }
+std::optional<Tininess> parse_tininess(std::string_view s) { return lookup<Tininess>(s, tininess_names); }
+
+std::span<const Profile> profiles() { return table; }
+
+const Profile* find_profile(std::string_view n) {
+  for (const Profile& p : table)
+    if (n == p.name) return &p;
+  if (n == "ml-dtypes" || n == "mldtypes") return find_profile("ml_dtypes");
+  return nullptr;
+}
+
+std::optional<Resolved> resolve(const Profile* profile, const Format& target, const PolicyRequest& req,
+                                std::string& error) {
+  Resolved out{{}, &target};
+  Policy& p = out.policy;
+  p.sr_bits = req.sr_bits;
+  if (!profile) {
+    p.rounding = req.rounding.value_or(Rounding::rne);
+    p.overflow = req.overflow.value_or(Overflow::nosat);
+    p.subnormals = req.subnormals.value_or(Subnormals::keep);
+    p.tininess = req.tininess.value_or(Tininess::after);
+    return out;
+  }
+  const Format* t = &target;
+  if (profile->int8_sign_magnitude && t == &formats::int8) t = &formats::int8sm;
+  out.target = t;
+  const TargetRule* rule = nullptr;
+  for (const TargetRule& r : profile->targets)
+    if (r.target == t) rule = &r;
+  if (!rule) {
+    if (!profile->any_target) {
+      error = std::string("--to: profile ") + profile->name + " has no conversion into " + t->name;
+      return std::nullopt;
+    }
+    rule = &profile->fallback;
+  }
+  p.quirks = profile->quirks;
+  if (req.rounding) {
+    if (!(rule->roundings & bit(*req.rounding))) {
+      error = std::string("--rounding: profile ") + profile->name + " has no " + name(*req.rounding) +
+              " conversion into " + t->name + " (it has " + modes_text(rule->roundings, true) + ")";
+      return std::nullopt;
+    }
+    p.rounding = *req.rounding;
+  } else if (rule->default_rounding) {
+    p.rounding = *rule->default_rounding;
+  } else {
+    error = std::string("--rounding: profile ") + profile->name + " has no default rounding into " + t->name +
+            "; name one of " + modes_text(rule->roundings, true);
+    return std::nullopt;
+  }
+  if (req.overflow) {
+    if (!(rule->overflows & bit(*req.overflow))) {
+      error = std::string("--overflow: profile ") + profile->name + " has no " + name(*req.overflow) +
+              " conversion into " + t->name + " (it has " + modes_text(rule->overflows, false) + ")";
+      return std::nullopt;
+    }
+    p.overflow = *req.overflow;
+  } else {
+    p.overflow = rule->default_overflow;
+  }
+  const Subnormals s = req.subnormals.value_or(Subnormals::keep);
+  if (!(profile->subnormal_modes & (1u << static_cast<unsigned>(s)))) {
+    error = std::string("--subnormals: profile ") + profile->name + " has no " + name(s) + " mode";
+    return std::nullopt;
+  }
+  p.subnormals = s;
+  if (req.tininess && *req.tininess != Tininess::after && !profile->tininess_choice) {
+    error = std::string("--tininess: profile ") + profile->name + " has no choice of tininess detection";
+    return std::nullopt;
+  }
+  p.tininess = req.tininess.value_or(Tininess::after);
+  return out;
+}
+
+}  // namespace lowbit
