@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install what is missing, build, and run one tier of the test suite.
+#
+#   scripts/run-tests.sh          the quick tier (what CI runs, via .ci/run)
+#   scripts/run-tests.sh full     the full tier: exhaustive sweeps, hours rather than minutes
+#
+# The tiers are ctest labels; every test carries one of them (conformance/README.md).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+build_dir=${LOWBIT_BUILD_DIR:-build}
+jobs=${LOWBIT_JOBS:-$(nproc)}
+
+tier=${1:-quick}
+case $tier in
+  quick | full) ;;
+  *)
+    echo "usage: scripts/run-tests.sh [quick|full]" >&2
+    exit 2
+    ;;
+esac
+
+scripts/setup.sh
+
+start=$SECONDS
+# A tier that selects no test is a broken build, not a pass.
+status=0
+ctest --test-dir "$build_dir" -L "^$tier\$" --output-on-failure --no-tests=error -j "$jobs" || status=$?
+echo "[tests] tier $tier finished in $((SECONDS - start))s with status $status"
+exit "$status"
