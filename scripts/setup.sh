@@ -94,8 +94,7 @@ fi
 
 cmake_args=(-S . -B "$build_dir"
   -DCMAKE_BUILD_TYPE="$build_type"
-  -DLOWBIT_CUDA="${LOWBIT_CUDA:-AUTO}"
-  -DPython3_EXECUTABLE="$python")
+  -DLOWBIT_CUDA="${LOWBIT_CUDA:-AUTO}")
 if [[ ${CI:-} == true ]]; then
   cmake_args+=(-DLOWBIT_WERROR=ON)
 fi
