@@ -103,8 +103,10 @@ if [[ ! -f $build_dir/CMakeCache.txt ]] && command -v ninja >/dev/null 2>&1; the
   cmake_args+=(-G Ninja)
 fi
 if command -v ccache >/dev/null 2>&1; then
-  cmake_args+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
-               -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  cmake_args+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  if command -v nvcc >/dev/null 2>&1; then
+    cmake_args+=(-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  fi
 fi
 log "configuring $build_dir ($build_type)"
 cmake "${cmake_args[@]}" "$@"
