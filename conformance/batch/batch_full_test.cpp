@@ -1,0 +1,70 @@
+// Full tier: every one of the 2^32 f32 inputs through the batch conversion into e4m3, e5m2, e2m1 and
+// bf16 under rne with satfinite and with nosat, compared with the scalar path (code, flags, ternary).
+// Blocks of 2^16 inputs run in parallel with oneTBB.
+#include <gtest/gtest.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "batch_support.hpp"
+
+namespace lowbit::batch_test {
+namespace {
+
+struct Case {
+  const Format* to;
+  Overflow overflow;
+};
+
+class AllF32 : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AllF32, EveryInput) {
+  const Format& to = *GetParam().to;
+  const Policy p{.rounding = Rounding::rne, .overflow = GetParam().overflow};
+  constexpr std::uint64_t block = 1u << 16;
+  constexpr std::uint64_t blocks = (std::uint64_t{1} << 32) / block;
+  std::atomic<std::uint64_t> bad{0};
+  std::mutex first_mutex;
+  std::string first;
+  tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, blocks), [&](const tbb::blocked_range<std::uint64_t>& r) {
+    std::vector<std::uint32_t> in(block);
+    std::vector<std::uint16_t> codes(block);
+    std::vector<std::uint8_t> flags(block);
+    std::vector<std::int8_t> ternary(block);
+    const bool wide = batch_code_bytes(to) == 2;
+    for (std::uint64_t b = r.begin(); b != r.end(); ++b) {
+      for (std::uint64_t i = 0; i < block; ++i) in[i] = static_cast<std::uint32_t>(b * block + i);
+      convert_batch(formats::f32, in.data(), block, to, p, codes.data(), flags.data(), ternary.data(), nullptr);
+      const auto* bytes = reinterpret_cast<const std::uint8_t*>(codes.data());
+      for (std::uint64_t i = 0; i < block; ++i) {
+        const Result want = convert(formats::f32, in[i], to, p);
+        const std::uint64_t got = wide ? codes[i] : bytes[i];
+        if (got == want.code && flags[i] == want.flags && ternary[i] == want.ternary) continue;
+        if (bad.fetch_add(1) == 0) {
+          std::lock_guard<std::mutex> lock(first_mutex);
+          first = "input " + hex(in[i]) + ": expected " + hex(want.code) + " flags " + std::to_string(want.flags) +
+                  " ternary " + std::to_string(want.ternary) + ", got " + hex(got) + " flags " +
+                  std::to_string(flags[i]) + " ternary " + std::to_string(ternary[i]);
+        }
+      }
+    }
+  });
+  EXPECT_EQ(bad.load(), 0u) << to.name << " under " << describe(p) << "; first mismatch: " << first;
+}
+
+INSTANTIATE_TEST_SUITE_P(Full, AllF32,
+                         ::testing::Values(Case{&formats::e4m3, Overflow::satfinite}, Case{&formats::e4m3, Overflow::nosat},
+                                           Case{&formats::e5m2, Overflow::satfinite}, Case{&formats::e5m2, Overflow::nosat},
+                                           Case{&formats::e2m1, Overflow::satfinite}, Case{&formats::e2m1, Overflow::nosat},
+                                           Case{&formats::bf16, Overflow::satfinite}, Case{&formats::bf16, Overflow::nosat}),
+                         [](const auto& info) {
+                           return std::string(info.param.to->name) + "_rne_" + name(info.param.overflow);
+                         });
+
+}  // namespace
+}  // namespace lowbit::batch_test

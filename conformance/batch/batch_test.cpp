@@ -1,0 +1,275 @@
+// Quick tier: the batch (SIMD) conversion equals the scalar path element for element.
+//  - every bf16 and f16 input x every built-in target of at most 16 bits x every deterministic policy;
+//  - the profile quirks, on special-rich inputs;
+//  - random f32 inputs of every class, deterministic and stochastic (random bits per element);
+//  - parametric and P3109 targets;
+//  - every Highway target compiled in that this CPU runs (not only the one the dispatcher picks);
+//  - lengths that leave a tail, unaligned buffers, and each subset of the optional outputs.
+#include <gtest/gtest.h>
+#include <hwy/highway.h>
+#include <hwy/targets.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "batch_support.hpp"
+#include "lowbit/registry.hpp"
+
+namespace lowbit::batch_test {
+namespace {
+
+std::vector<std::uint32_t> all16() {
+  std::vector<std::uint32_t> v(1u << 16);
+  for (std::uint32_t i = 0; i < v.size(); ++i) v[i] = i;
+  return v;
+}
+
+// f32 inputs of every class, weighted towards the target's range: uniform bit patterns, values whose
+// exponent lies near the target's binades (with mantissas that make ties, near-ties and all-ones),
+// zeros, infinities, NaNs with payloads and signaling NaNs, f32 subnormals.
+std::vector<std::uint32_t> random_f32(const Format& to, std::size_t n, std::uint32_t seed) {
+  std::mt19937 g(seed);
+  std::vector<std::uint32_t> v;
+  v.reserve(n);
+  const int lo = std::max(0, to.emin() + 127 - 28);
+  const int hi = std::min(255, to.emax() + 127 + 3);
+  const std::uint32_t specials[] = {0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000,
+                                    0x7F800001, 0xFFBFFFFF, 0x7FFFFFFF, 0x7FA5A5A5, 0x00000001, 0x807FFFFF,
+                                    0x00400000, 0x7F7FFFFF, 0xFF7FFFFF, 0x3F800000};
+  for (std::uint32_t s : specials) v.push_back(s);
+  while (v.size() < n) {
+    const std::uint32_t u = g();
+    switch (g() % 6) {
+      case 0: v.push_back(u); break;
+      case 1: v.push_back(u & 0x807FFFFF); break;  // f32 subnormals and zeros
+      default: {
+        const std::uint32_t e = static_cast<std::uint32_t>(lo + static_cast<int>(g() % static_cast<unsigned>(hi - lo + 1)));
+        std::uint32_t mant = g() & 0x7FFFFF;
+        const int drop = 23 - to.mantissa_bits;
+        const std::uint32_t k = g() % 5;
+        if (k == 0 && drop > 0) mant = (mant & ~((1u << drop) - 1)) | (1u << (drop - 1));  // a tie
+        if (k == 1 && drop > 0) mant |= (1u << drop) - 1;                                   // just below the next
+        if (k == 2) mant = 0x7FFFFF;
+        v.push_back((u & 0x80000000u) | (e << 23) | mant);
+      }
+    }
+  }
+  return v;
+}
+
+std::vector<std::uint32_t> random_bits(std::size_t n, int sr_bits, std::uint32_t seed) {
+  std::mt19937 g(seed);
+  std::vector<std::uint32_t> r(n);
+  for (auto& x : r) x = sr_bits >= 32 ? g() : g() & ((1u << sr_bits) - 1);
+  return r;
+}
+
+std::string test_name(std::string s) {
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+
+// ---- exhaustive 16-bit sources x built-in targets x deterministic policies -------------------------
+
+struct Pair {
+  const Format* from;
+  const Format* to;
+};
+
+std::vector<Pair> source_target_pairs() {
+  std::vector<Pair> v;
+  for (const Format* from : {&formats::bf16, &formats::f16})
+    for (const Format* to : small_builtin_targets()) v.push_back({from, to});
+  return v;
+}
+
+class Exhaustive16 : public ::testing::TestWithParam<Pair> {};
+
+TEST_P(Exhaustive16, EveryInputEveryDeterministicPolicy) {
+  const Pair pr = GetParam();
+  ASSERT_TRUE(batch_supported(*pr.from, *pr.to));
+  const auto inputs = all16();
+  for (const Policy& p : deterministic_policies()) {
+    ASSERT_EQ(compare(*pr.from, inputs, *pr.to, p), 0u) << describe(p);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Quick, Exhaustive16, ::testing::ValuesIn(source_target_pairs()),
+                         [](const auto& info) {
+                           return test_name(std::string(info.param.from->name) + "_to_" + info.param.to->name);
+                         });
+
+// ---- quirks -----------------------------------------------------------------------------------------
+
+TEST(BatchQuirks, EveryQuirkCombination) {
+  std::vector<const Format*> targets = small_builtin_targets();
+  for (const char* n : {"binary8p3se", "binary8p3ue", "binary6p2uf"}) targets.push_back(find_format(n));
+  for (const Format* to : targets) {
+    const auto inputs = random_f32(*to, 1024, 7);
+    for (const Quirks& q : all_quirks())
+      for (Rounding r : {Rounding::rne, Rounding::rtz, Rounding::rup})
+        for (Overflow o : {Overflow::satfinite, Overflow::satpropagate, Overflow::nosat})
+          for (Subnormals s : {Subnormals::keep, Subnormals::daz}) {
+            const Policy p{.rounding = r, .overflow = o, .subnormals = s, .quirks = q};
+            ASSERT_EQ(compare(formats::f32, inputs, *to, p), 0u) << to->name << ' ' << describe(p);
+          }
+  }
+}
+
+// ---- random f32 --------------------------------------------------------------------------------------
+
+class RandomF32 : public ::testing::TestWithParam<const Format*> {};
+
+TEST_P(RandomF32, DeterministicPolicies) {
+  const Format& to = *GetParam();
+  const auto inputs = random_f32(to, 1 << 14, 11);
+  for (const Policy& p : deterministic_policies()) ASSERT_EQ(compare(formats::f32, inputs, to, p), 0u);
+}
+
+TEST_P(RandomF32, StochasticPolicies) {
+  const Format& to = *GetParam();
+  const auto inputs = random_f32(to, 4096, 13);
+  std::uint32_t seed = 1;
+  for (Rounding r : {Rounding::sr_a, Rounding::sr_b, Rounding::sr_c})
+    for (int bits : {1, 2, 3, 5, 8, 12, 13, 16, 22, 23, 24, 25, 31, 32})
+      for (Overflow o : {Overflow::satfinite, Overflow::satpropagate, Overflow::nosat})
+        for (Subnormals s : {Subnormals::keep, Subnormals::ftz, Subnormals::daz})
+          for (Tininess t : {Tininess::after, Tininess::before}) {
+            const Policy p{.rounding = r, .overflow = o, .subnormals = s, .tininess = t, .sr_bits = bits};
+            const auto rb = random_bits(inputs.size(), bits, ++seed);
+            ASSERT_EQ(compare(formats::f32, inputs, to, p, &rb), 0u);
+          }
+}
+
+std::vector<const Format*> random_targets() {
+  std::vector<const Format*> v = small_builtin_targets();
+  for (const char* n : {"binary8p3se", "binary8p1se", "binary8p7sf", "binary8p4ue", "binary6p3ue", "binary4p2sf",
+                        "binary16p11se", "binary12p5uf", "e11m4", "e5m10b20-fn", "e1m6u", "e7m0-fn"})
+    v.push_back(find_format(n));
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Quick, RandomF32, ::testing::ValuesIn(random_targets()),
+                         [](const auto& info) { return test_name(info.param->name); });
+
+// ---- parametric and P3109 targets, every 16-bit input ----------------------------------------------
+
+class Parametric : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Parametric, Exhaustive16) {
+  const Format* to = find_format(GetParam());
+  ASSERT_NE(to, nullptr) << GetParam();
+  const auto inputs = all16();
+  std::vector<Policy> policies;
+  for (Rounding r : {Rounding::rne, Rounding::rna, Rounding::rtz, Rounding::rup, Rounding::rdn, Rounding::rto})
+    for (Overflow o : {Overflow::satfinite, Overflow::satpropagate, Overflow::nosat})
+      policies.push_back(Policy{.rounding = r, .overflow = o});
+  for (Subnormals s : {Subnormals::ftz, Subnormals::daz, Subnormals::ftz_daz})
+    for (Tininess t : {Tininess::after, Tininess::before})
+      policies.push_back(Policy{.subnormals = s, .tininess = t});
+  for (const Format* from : {&formats::bf16, &formats::f16}) {
+    ASSERT_TRUE(batch_supported(*from, *to)) << to->name;
+    for (const Policy& p : policies) ASSERT_EQ(compare(*from, inputs, *to, p), 0u);
+    for (Rounding r : {Rounding::sr_a, Rounding::sr_b, Rounding::sr_c}) {
+      const Policy p{.rounding = r, .sr_bits = 9};
+      const auto rb = random_bits(inputs.size(), 9, 99);
+      ASSERT_EQ(compare(*from, inputs, *to, p, &rb), 0u);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Quick, Parametric,
+                         ::testing::Values("binary8p3se", "binary8p4sf", "binary8p1se", "binary8p1uf", "binary8p5ue",
+                                           "binary6p3ue", "binary4p2sf", "binary3p1uf", "binary16p11se",
+                                           "binary16p8sf", "binary12p5ue", "e11m4", "e6m9", "e8m7u", "e1m6u",
+                                           "e5m10b20-fn", "e4m3b3-fnuz", "e3m3-finite", "e2m2u-fn", "e7m0-fn"),
+                         [](const auto& info) { return test_name(info.param); });
+
+// ---- every Highway target this CPU runs -------------------------------------------------------------
+
+TEST(BatchTargets, EverySupportedTargetAgrees) {
+  const auto inputs = all16();
+  const auto rb = random_bits(inputs.size(), 8, 5);
+  const std::vector<const Format*> targets = {&formats::e4m3, &formats::e2m1, &formats::e8m0, &formats::int8,
+                                              &formats::bf16, &formats::ue4m3, find_format("binary8p3se")};
+  const std::vector<Policy> policies = {
+      Policy{},
+      Policy{.rounding = Rounding::rtz, .overflow = Overflow::satfinite, .subnormals = Subnormals::ftz_daz},
+      Policy{.rounding = Rounding::rup, .overflow = Overflow::satpropagate, .tininess = Tininess::before},
+      Policy{.rounding = Rounding::sr_b, .sr_bits = 8},
+      Policy{.rounding = Rounding::sr_c, .overflow = Overflow::satfinite, .subnormals = Subnormals::ftz, .sr_bits = 8},
+  };
+  int tested = 0;
+  for (const std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    EXPECT_STREQ(batch_target_name(), hwy::TargetName(target));
+    for (const Format* from : {&formats::f16, &formats::bf16})
+      for (const Format* to : targets)
+        for (const Policy& p : policies)
+          EXPECT_EQ(compare(*from, inputs, *to, p, is_stochastic(p.rounding) ? &rb : nullptr), 0u)
+              << to->name << ' ' << describe(p);
+    ++tested;
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_GE(tested, 1);
+}
+
+// ---- lengths, alignment, optional outputs ----------------------------------------------------------
+
+TEST(BatchShapes, TailsOffsetsAndOutputSubsets) {
+  const auto pool = random_f32(formats::e4m3, 300, 3);
+  for (const Format* to : {&formats::e4m3, &formats::f16}) {
+    const Policy p{.rounding = Rounding::rna, .subnormals = Subnormals::ftz};
+    for (std::size_t n = 0; n <= 70; ++n)
+      for (std::size_t offset : {0u, 1u, 3u}) {
+        const std::vector<std::uint32_t> inputs(pool.begin() + static_cast<long>(offset),
+                                                pool.begin() + static_cast<long>(offset + n));
+        ASSERT_EQ(compare(formats::f32, inputs, *to, p, nullptr,
+                          {Outputs::all, Outputs::codes_only, Outputs::flags_only, Outputs::ternary_only}),
+                  0u)
+            << "n=" << n;
+      }
+  }
+  // Unaligned input and output pointers.
+  std::vector<unsigned char> in(4 * 257 + 1), out(257 + 1), out2(257);
+  std::vector<std::uint8_t> fl(258), fl2(257);
+  std::mt19937 g(1);
+  for (auto& b : in) b = static_cast<unsigned char>(g());
+  const Policy p{};
+  convert_batch(formats::f32, in.data() + 1, 257, formats::e5m2, p, out.data() + 1, fl.data() + 1, nullptr, nullptr);
+  convert_batch_scalar(formats::f32, in.data() + 1, 257, formats::e5m2, p, out2.data(), fl2.data(), nullptr, nullptr);
+  EXPECT_TRUE(std::equal(out2.begin(), out2.end(), out.begin() + 1));
+  EXPECT_TRUE(std::equal(fl2.begin(), fl2.end(), fl.begin() + 1));
+}
+
+TEST(BatchShapes, SupportPredicate) {
+  EXPECT_TRUE(batch_supported(formats::f32, formats::e4m3));
+  EXPECT_TRUE(batch_supported(formats::bf16, formats::f16));
+  EXPECT_TRUE(batch_supported(*find_format("e8m7"), formats::e2m1));  // bf16's fields under another name
+  EXPECT_FALSE(batch_supported(formats::e4m3, formats::e2m1));        // source not f32/bf16/f16
+  EXPECT_FALSE(batch_supported(formats::f32, formats::tf32));         // target wider than 16 bits
+  EXPECT_FALSE(batch_supported(formats::f32, formats::f32));
+  EXPECT_FALSE(batch_supported(formats::f32, formats::e4m3, Policy{.rounding = Rounding::sr_a, .sr_bits = 0}));
+  EXPECT_EQ(batch_code_bytes(formats::e2m1), 1u);
+  EXPECT_EQ(batch_code_bytes(formats::bf16), 2u);
+}
+
+// Unsupported pairs take the scalar loop and still give the scalar results.
+TEST(BatchShapes, FallbackForUnsupportedPairs) {
+  std::vector<std::uint32_t> inputs(256);
+  for (std::uint32_t i = 0; i < 256; ++i) inputs[i] = i;
+  EXPECT_EQ(compare(formats::e5m2, inputs, formats::e2m1, Policy{}), 0u);
+  const auto f32s = random_f32(formats::tf32, 512, 2);
+  std::vector<std::uint32_t> out(f32s.size());
+  convert_batch(formats::f32, f32s.data(), f32s.size(), formats::tf32, Policy{}, out.data(), nullptr, nullptr, nullptr);
+  for (std::size_t i = 0; i < f32s.size(); ++i) ASSERT_EQ(out[i], convert(formats::f32, f32s[i], formats::tf32, Policy{}).code);
+}
+
+}  // namespace
+}  // namespace lowbit::batch_test

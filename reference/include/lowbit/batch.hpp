@@ -1,0 +1,46 @@
+// Batch conversion: many codes of f32, bf16 or f16 into one format of at most 16 bits, vectorised with
+// Highway (runtime dispatch to the best instruction set the CPU has).
+//
+// The contract is equality with the scalar fast path (convert.hpp) bit for bit: the code, the flags and
+// the ternary value of every element, for every target row (built-in, parametric, P3109) and every
+// policy (all roundings including the stochastic ones, overflow, subnormal and tininess modes, quirks).
+// The conformance suite (conformance/batch/) checks that exhaustively over 16-bit sources and over every
+// f32 for the common targets.  Pairs the vector kernel does not cover run the scalar loop instead, so
+// convert_batch is correct for every pair; batch_supported says which path a pair takes.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "lowbit/format.hpp"
+#include "lowbit/policy.hpp"
+
+namespace lowbit {
+
+// Does the vector kernel handle this pair and policy?  Sources: rows with the fields of f32, bf16 or
+// f16 (the name does not matter); targets: at most 16 storage bits, no code shift, an exponent range
+// that keeps the kernel's 32-bit lane arithmetic exact.  A stochastic policy also needs
+// 1 <= sr_bits <= 32.
+bool batch_supported(const Format& from, const Format& to);
+bool batch_supported(const Format& from, const Format& to, const Policy& p);
+
+// Bytes per output code: 1 for targets of at most 8 storage bits (sub-byte codes are not packed),
+// 2 for 9 to 16, 4 for 17 to 32, 8 above.
+std::size_t batch_code_bytes(const Format& to);
+
+// Convert n codes of `from` (packed little-endian in its storage width: 4 bytes for f32, 2 for bf16
+// and f16) into `to`.  out_codes receives batch_code_bytes(to) bytes per element.  flags and ternary
+// (nullable) receive the Result's flags and ternary per element.  rbits holds the random value of each
+// element for the stochastic modes (it must then be non-null; R < 2^sr_bits as for convert()); it is
+// ignored otherwise.  Inputs must be valid codes of `from`.
+void convert_batch(const Format& from, const void* in, std::size_t n, const Format& to, const Policy& p,
+                   void* out_codes, std::uint8_t* flags, std::int8_t* ternary, const std::uint32_t* rbits);
+
+// The same contract computed one element at a time with lowbit::convert (the fallback; also the
+// baseline the benchmarks and tests compare against).  Any source of up to 64 bits, any target.
+void convert_batch_scalar(const Format& from, const void* in, std::size_t n, const Format& to, const Policy& p,
+                          void* out_codes, std::uint8_t* flags, std::int8_t* ternary, const std::uint32_t* rbits);
+
+// The instruction set the dispatcher picks on this machine (for example "AVX3" or "AVX2").
+const char* batch_target_name();
+
+}  // namespace lowbit

@@ -1,0 +1,507 @@
+// The batch conversion (batch.hpp): the scalar fast path of convert.hpp, restated over 32-bit lanes.
+//
+// Highway's static/dynamic dispatch pattern (google/highway README, "Static vs. dynamic dispatch"):
+// this file re-includes itself once per target through hwy/foreach_target.h, each copy compiling the
+// kernel into its own namespace (N_AVX2, N_AVX3, ...); HWY_EXPORT builds the table of those copies and
+// HWY_DYNAMIC_DISPATCH calls the best one the running CPU supports.
+//
+// The kernel follows convert.hpp's numbered steps on every lane at once, without branches:
+//  (0) read the source and widen it to the f32 layout (f32, bf16 and f16 values are all f32 values);
+//  (1) classify (NaN, infinity, zero, subnormal input under daz);
+//  (2) normalise: every finite non-zero input becomes sig * 2^(e - 23) with 2^23 <= sig < 2^24;
+//  (3) truncate: shift = max(emin - e, 0) + 23 - m bits fall below the target's ulp;
+//  (4) decide from the dropped bits d (same rules as detail::rounds_away);
+//  (5) tininess (after rounding: one more rounding with one more bit, as in convert.hpp);
+//  (6) pack: sign, overflow, flush to zero;
+// then every special lane takes its result from a small table that was computed once per call by
+// the scalar path itself (zero, infinity, NaN, negative into unsigned) or by the same rules:: calls the
+// scalar path makes (overflow, the smallest value of a format without zero, flushed results).
+//
+// A lane's result is packed in one u32: code | flags << 16 | (u8)ternary << 24, so choosing between
+// results is a single blend whatever is being produced.
+
+#ifndef LOWBIT_SRC_BATCH_SHARED
+#define LOWBIT_SRC_BATCH_SHARED
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "lowbit/batch.hpp"
+#include "lowbit/convert.hpp"
+#include "lowbit/rules.hpp"
+
+namespace lowbit::batch_detail {
+
+enum class Source : std::uint8_t { f32, bf16, f16 };
+
+constexpr std::uint32_t pack(const Result& r) {
+  return static_cast<std::uint32_t>(r.code) | (std::uint32_t{r.flags} << 16) |
+         (std::uint32_t{static_cast<std::uint8_t>(r.ternary)} << 24);
+}
+
+// Everything the kernel needs about the pair and the policy, derived once per call.
+struct Params {
+  Source source = Source::f32;
+  bool daz = false;
+  // Target geometry.
+  std::int32_t mantissa_bits = 0;
+  std::int32_t shift_base = 0;     // 23 - m: dropped bits of a normal result
+  std::int32_t emin_biased = 0;    // emin + 127, compared with the f32 biased exponent
+  std::uint32_t lower_offset = 0;  // -(2^m) where the exponent field 0 is a normal binade (no zero)
+  std::uint32_t max_pos = 0, max_neg = 0;  // largest finite magnitude code per sign
+  std::uint32_t carry_all_ones = 0;        // 2^(m+1) - 1: the tininess-after carry test
+  // Sign encoding.
+  bool is_signed = false;
+  bool twos_complement = false;
+  bool negative_zero = false;  // sign-magnitude with a -0 code
+  std::uint32_t sign_bit = 0;
+  std::uint32_t twos_modulus = 0;  // 2^code_bits
+  std::uint32_t code_mask = 0;
+  // Rules.
+  bool no_zero = false;           // the exponent field 0 is a normal binade (e8m0)
+  bool subnormal_results = false;  // the target has subnormals, so results can be tiny
+  bool ftz = false;
+  bool tininess_before = false;
+  bool unsigned_reject = false;  // a negative non-zero value into an unsigned format has a fixed result
+  std::uint32_t sr_bits = 0;
+  std::uint32_t sr_ones = 0;  // 2^N - 1
+  // Packed special results, [0] positive, [1] negative.
+  std::uint32_t zero[2] = {}, inf[2] = {}, overflow[2] = {}, flushed[2] = {}, smallest[2] = {};
+  std::uint32_t unsigned_negative = 0;
+  std::uint32_t nan_quiet[2] = {}, nan_signaling[2] = {};
+  bool nan_payload = false;  // IEEE target keeping the payload: code |= (f32 payload below quiet bit) >> rest_shift
+  std::uint32_t nan_rest_shift = 0;
+};
+
+// Source rows are recognised by their fields, not their names.
+inline bool same_layout(const Format& a, const Format& b) {
+  return a.bits == b.bits && a.exponent_bits == b.exponent_bits && a.mantissa_bits == b.mantissa_bits &&
+         a.bias == b.bias && a.signedness == b.signedness && a.nan == b.nan && a.inf == b.inf &&
+         a.has_zero == b.has_zero && a.code_shift == b.code_shift;
+}
+
+inline bool source_of(const Format& f, Source* s) {
+  if (same_layout(f, formats::f32)) *s = Source::f32;
+  else if (same_layout(f, formats::bf16)) *s = Source::bf16;
+  else if (same_layout(f, formats::f16)) *s = Source::f16;
+  else return false;
+  return true;
+}
+
+}  // namespace lowbit::batch_detail
+
+#endif  // LOWBIT_SRC_BATCH_SHARED
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "src/batch.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace lowbit::batch_detail::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DU = hn::ScalableTag<std::uint32_t>;
+using DI = hn::RebindToSigned<DU>;
+using DF = hn::RebindToFloat<DU>;
+using VU = hn::Vec<DU>;
+using VI = hn::Vec<DI>;
+using MU = hn::Mask<DU>;
+
+// Lane-wise 2^s - 1 and 2^s for 0 <= s <= 31.
+HWY_INLINE VU LowMask(DU du, VU s) { return hn::Sub(hn::Shl(hn::Set(du, 1u), s), hn::Set(du, 1u)); }
+HWY_INLINE VU Pow2(DU du, VU s) { return hn::Shl(hn::Set(du, 1u), s); }
+
+// Step 4 (detail::rounds_away): does the truncated magnitude move away from zero?
+//   d: the dropped bits, d < 2^shift; shift: the exact count (may exceed 31; the stochastic modes need
+//   it), clamped: min(shift, 31) (the deterministic modes only compare d with half an ulp, and for
+//   shift > 31 both d < 2^24 and half >= 2^30 hold); lsb: the last kept bit.
+template <Rounding R>
+HWY_INLINE MU RoundsAway(DU du, VU d, VI shift, VU clamped, MU lsb, MU negative, MU inexact, VU r,
+                         const Params& c) {
+  const DI di;
+  if constexpr (R == Rounding::rne || R == Rounding::rna) {
+    // compare_half: half = 2^(shift-1); shift >= 1 wherever d != 0.
+    const VU half = hn::Shl(hn::Set(du, 1u), hn::Sub(clamped, hn::Set(du, 1u)));
+    if constexpr (R == Rounding::rne) return hn::Or(hn::Gt(d, half), hn::And(hn::Eq(d, half), lsb));
+    else return hn::And(inexact, hn::Not(hn::Lt(d, half)));
+  } else if constexpr (R == Rounding::rtz) {
+    (void)d, (void)shift, (void)clamped, (void)lsb, (void)negative, (void)r, (void)c;
+    return hn::And(inexact, hn::Not(inexact));
+  } else if constexpr (R == Rounding::rup) {
+    return hn::AndNot(negative, inexact);
+  } else if constexpr (R == Rounding::rdn) {
+    return hn::And(negative, inexact);
+  } else if constexpr (R == Rounding::rto) {
+    return hn::AndNot(lsb, inexact);
+  } else {
+    // Stochastic (P3109): with q = floor(d * 2^N / 2^shift) < 2^N,
+    //   sr_a: q + R >= 2^N;
+    //   sr_b: floor(d * 2^(N+1) / 2^shift) + 2R + 1 >= 2^(N+1), i.e. q + b + R >= 2^N where b is the
+    //         next bit of the fraction below q's last bit (2q + b + 2R + 1 >= 2^(N+1) for integers);
+    //   sr_c: rne(d * 2^N / 2^shift) + R >= 2^N, i.e. q + u + R >= 2^N with u the rne increment.
+    // q + R >= 2^N is R > (2^N - 1) - q, which stays in 32 bits for N = 32; q + 1 + R >= 2^N adds
+    // the case R == (2^N - 1) - q.
+    const VI ls = hn::Sub(hn::Set(di, static_cast<std::int32_t>(c.sr_bits)), shift);  // N - shift
+    const auto left = hn::RebindMask(du, hn::Gt(ls, hn::Set(di, -1)));
+    const VU lcount = hn::BitCast(du, hn::Min(hn::Max(ls, hn::Zero(di)), hn::Set(di, 31)));
+    const VU rcount = hn::BitCast(du, hn::Min(hn::Max(hn::Neg(ls), hn::Zero(di)), hn::Set(di, 31)));
+    // shift <= N: d * 2^(N - shift) is an integer below 2^N; else d >> (shift - N) (0 from 32 on,
+    // which the clamp to 31 also gives since d < 2^24).
+    const VU q = hn::IfThenElse(left, hn::Shl(d, lcount), hn::Shr(d, rcount));
+    const VU threshold = hn::Sub(hn::Set(du, c.sr_ones), q);
+    const MU above = hn::Gt(r, threshold);
+    if constexpr (R == Rounding::sr_a) {
+      return hn::And(inexact, above);
+    } else {
+      MU extra;
+      const VU below_count = hn::Sub(hn::Max(rcount, hn::Set(du, 1u)), hn::Set(du, 1u));
+      if constexpr (R == Rounding::sr_b) {
+        extra = hn::AndNot(left, hn::TestBit(hn::Shr(d, below_count), hn::Set(du, 1u)));
+      } else {
+        // rne of the rcount dropped bits (none when shift <= N: then rem = 0 < half = 1).
+        const VU rem = hn::And(d, LowMask(du, rcount));
+        const VU half = Pow2(du, below_count);
+        extra = hn::Or(hn::Gt(rem, half), hn::And(hn::Eq(rem, half), hn::TestBit(q, hn::Set(du, 1u))));
+      }
+      return hn::And(inexact, hn::Or(above, hn::And(extra, hn::Eq(r, threshold))));
+    }
+  }
+}
+
+// Step 0: load N source values as f32-layout bits.  f16 is widened by integer arithmetic so that NaN
+// payloads and the signaling bit survive (F16C's vcvtph2ps would quiet a signaling NaN); its subnormals
+// become normal f32 values through an exact int -> float conversion.  daz_zero marks inputs that are
+// subnormal in the source format when the policy reads them as zero.
+HWY_INLINE VU LoadSource(DU du, const Params& c, const void* in, std::size_t i, MU* daz_zero) {
+  const DI di;
+  const DF df;
+  const hn::Rebind<std::uint16_t, DU> d16;
+  if (c.source == Source::f32) {
+    const VU x = hn::LoadU(du, static_cast<const std::uint32_t*>(in) + i);
+    const VU a = hn::And(x, hn::Set(du, 0x7FFFFFFFu));
+    *daz_zero = hn::And(hn::Lt(a, hn::Set(du, 0x00800000u)), hn::Ne(a, hn::Zero(du)));
+    return x;
+  }
+  const VU h = hn::PromoteTo(du, hn::LoadU(d16, static_cast<const std::uint16_t*>(in) + i));
+  if (c.source == Source::bf16) {
+    const VU x = hn::ShiftLeft<16>(h);
+    const VU a = hn::And(x, hn::Set(du, 0x7FFFFFFFu));
+    *daz_zero = hn::And(hn::Lt(a, hn::Set(du, 0x00800000u)), hn::Ne(a, hn::Zero(du)));
+    return x;
+  }
+  const VU mag = hn::And(h, hn::Set(du, 0x7FFFu));
+  const VU field = hn::ShiftRight<10>(mag);
+  const MU top = hn::Eq(field, hn::Set(du, 31u));
+  const MU low = hn::Eq(field, hn::Zero(du));
+  // Normal: rebias 15 -> 127; infinity and NaN: exponent 31 -> 255 with the payload kept in place.
+  VU x = hn::Add(hn::ShiftLeft<13>(mag), hn::IfThenElse(top, hn::Set(du, 224u << 23), hn::Set(du, 112u << 23)));
+  // Subnormal: mag * 2^-24, exact as float(mag) with 24 taken off its exponent.
+  const VU sub = hn::Sub(hn::BitCast(du, hn::ConvertTo(df, hn::BitCast(di, mag))), hn::Set(du, 24u << 23));
+  x = hn::IfThenElse(low, hn::IfThenElseZero(hn::Ne(mag, hn::Zero(du)), sub), x);
+  *daz_zero = hn::And(low, hn::Ne(mag, hn::Zero(du)));
+  return hn::Or(x, hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u))));
+}
+
+HWY_INLINE VU Pick(MU negative, std::uint32_t neg, std::uint32_t pos) {
+  const DU du;
+  return hn::IfThenElse(negative, hn::Set(du, neg), hn::Set(du, pos));
+}
+
+// Steps 1-6 on one vector of f32-layout inputs; returns packed results.
+template <Rounding R, bool kFlags>
+HWY_INLINE VU Convert(DU du, const Params& c, VU x, MU daz_zero, VU r) {
+  const DI di;
+  const DF df;
+  // (1) Classify.
+  const MU neg_in = hn::RebindMask(du, hn::Lt(hn::BitCast(di, x), hn::Zero(di)));
+  const VU a = hn::And(x, hn::Set(du, 0x7FFFFFFFu));
+  const MU is_nan = hn::Gt(a, hn::Set(du, 0x7F800000u));
+  const MU is_inf = hn::Eq(a, hn::Set(du, 0x7F800000u));
+  MU is_zero = hn::Eq(a, hn::Zero(du));
+  if (c.daz) is_zero = hn::Or(is_zero, daz_zero);
+  // Unsigned targets round |x| (when the negative rule lets them proceed at all).
+  const MU neg = c.is_signed ? neg_in : hn::And(neg_in, hn::Not(neg_in));
+
+  // (2) Normalise.  A subnormal f32 a * 2^-149 equals float(a) * 2^-149 exactly (a < 2^23), so its
+  // float bits less 149 in the exponent field give the same layout with a biased exponent <= 0.
+  const MU sub = hn::Lt(a, hn::Set(du, 0x00800000u));
+  const VU as_float = hn::BitCast(du, hn::ConvertTo(df, hn::BitCast(di, a)));
+  const VU a2 = hn::IfThenElse(sub, hn::Sub(as_float, hn::Set(du, 149u << 23)), a);
+  const VI eb = hn::ShiftRight<23>(hn::BitCast(di, a2));  // e + 127 (arithmetic shift)
+  const VU sig = hn::Or(hn::And(a2, hn::Set(du, 0x007FFFFFu)), hn::Set(du, 0x00800000u));
+
+  // (3) Truncate.  t = emin - e; below the smallest normal binade the ulp stays at 2^(emin - m).
+  const VI t = hn::Sub(hn::Set(di, c.emin_biased), eb);
+  const VI shift = hn::Add(hn::Max(t, hn::Zero(di)), hn::Set(di, c.shift_base));
+  const VU clamped = hn::BitCast(du, hn::Min(shift, hn::Set(di, 31)));
+  const VU kept = hn::Shr(sig, clamped);
+  const VU d = hn::And(sig, LowMask(du, clamped));
+  const VU binade = hn::BitCast(du, hn::Max(hn::Neg(t), hn::Zero(di)));  // eq - emin
+  const VU lower = hn::Add(hn::Add(hn::Shl(binade, hn::Set(du, static_cast<std::uint32_t>(c.mantissa_bits))), kept),
+                           hn::Set(du, c.lower_offset));
+
+  // (4) Decide.
+  const MU inexact = hn::Ne(d, hn::Zero(du));
+  const MU lsb = hn::TestBit(lower, hn::Set(du, 1u));
+  const MU away = RoundsAway<R>(du, d, shift, clamped, lsb, neg, inexact, r, c);
+  const VU magnitude = hn::IfThenElse(away, hn::Add(lower, hn::Set(du, 1u)), lower);
+
+  // (5) Tininess.
+  MU tiny = hn::And(inexact, hn::Not(inexact));
+  if ((kFlags || c.ftz) && c.subnormal_results) {
+    if (c.tininess_before) {
+      tiny = hn::RebindMask(du, hn::Gt(t, hn::Zero(di)));
+    } else {
+      // e == emin - 1: round with m + 1 kept bits (the unbounded-exponent rounding); tiny unless that
+      // carries into 2^emin.  shift_base bits are dropped then, whatever the lane.
+      const VU s2 = hn::Set(du, static_cast<std::uint32_t>(c.shift_base));
+      const VU kept2 = hn::Shr(sig, s2);
+      const VU d2 = hn::And(sig, LowMask(du, s2));
+      const MU inexact2 = hn::Ne(d2, hn::Zero(du));
+      const MU lsb2 = hn::TestBit(kept2, hn::Set(du, 1u));
+      const MU away2 = RoundsAway<R>(du, d2, hn::BitCast(di, s2), s2, lsb2, neg, inexact2, r, c);
+      const MU carries = hn::And(away2, hn::Eq(kept2, hn::Set(du, c.carry_all_ones)));
+      const MU far = hn::RebindMask(du, hn::Gt(t, hn::Set(di, 1)));
+      const MU near = hn::RebindMask(du, hn::Eq(t, hn::Set(di, 1)));
+      tiny = hn::Or(far, hn::AndNot(carries, near));
+    }
+  }
+
+  // (6) Pack (rules::finish).
+  VU code;
+  if (c.twos_complement) {
+    const MU flip = hn::And(neg, hn::Ne(magnitude, hn::Zero(du)));
+    code = hn::IfThenElse(flip, hn::And(hn::Sub(hn::Set(du, c.twos_modulus), magnitude), hn::Set(du, c.code_mask)),
+                          magnitude);
+  } else if (c.is_signed) {
+    const MU with_sign = c.negative_zero ? neg : hn::And(neg, hn::Ne(magnitude, hn::Zero(du)));
+    code = hn::Or(magnitude, hn::IfThenElseZero(with_sign, hn::Set(du, c.sign_bit)));
+  } else {
+    code = magnitude;
+  }
+  VU packed = code;
+  if constexpr (kFlags) {
+    const VU flags = hn::IfThenElseZero(
+        inexact, hn::IfThenElse(tiny, hn::Set(du, std::uint32_t{flag::inexact | flag::underflow} << 16),
+                                hn::Set(du, std::uint32_t{flag::inexact} << 16)));
+    // The ternary is the sign of rounded - exact: +1 when rounding moved the value up.
+    const VU ternary = hn::IfThenElseZero(
+        inexact, hn::IfThenElse(hn::Xor(away, neg), hn::Set(du, 0x01u << 24), hn::Set(du, 0xFFu << 24)));
+    packed = hn::Or(packed, hn::Or(flags, ternary));
+  }
+  if (c.ftz && c.subnormal_results) packed = hn::IfThenElse(tiny, Pick(neg, c.flushed[1], c.flushed[0]), packed);
+  const VU max = c.twos_complement ? Pick(neg, c.max_neg, c.max_pos) : hn::Set(du, c.max_pos);
+  packed = hn::IfThenElse(hn::Gt(magnitude, max), Pick(neg, c.overflow[1], c.overflow[0]), packed);
+  if (c.no_zero)
+    packed = hn::IfThenElse(hn::RebindMask(du, hn::Gt(t, hn::Zero(di))), Pick(neg, c.smallest[1], c.smallest[0]),
+                            packed);
+
+  // Specials, in the reverse of the scalar path's order so that its first match wins.
+  packed = hn::IfThenElse(is_zero, Pick(neg_in, c.zero[1], c.zero[0]), packed);
+  packed = hn::IfThenElse(is_inf, Pick(neg_in, c.inf[1], c.inf[0]), packed);
+  if (c.unsigned_reject)
+    packed = hn::IfThenElse(hn::AndNot(is_zero, neg_in), hn::Set(du, c.unsigned_negative), packed);
+  const MU quiet = hn::TestBit(x, hn::Set(du, 0x00400000u));
+  VU nan = hn::IfThenElse(quiet, Pick(neg_in, c.nan_quiet[1], c.nan_quiet[0]),
+                          Pick(neg_in, c.nan_signaling[1], c.nan_signaling[0]));
+  if (c.nan_payload) {
+    const VU rest = hn::Shr(hn::And(x, hn::Set(du, 0x003FFFFFu)), hn::Set(du, c.nan_rest_shift));
+    nan = hn::Or(nan, rest);
+  }
+  return hn::IfThenElse(is_nan, nan, packed);
+}
+
+template <Rounding R, bool kFlags>
+std::size_t Run(const Params& c, const void* in, std::size_t n, void* out, std::size_t out_bytes,
+                std::uint8_t* flags, std::int8_t* ternary, const std::uint32_t* rbits) {
+  const DU du;
+  const hn::Rebind<std::uint8_t, DU> d8;
+  const hn::Rebind<std::uint16_t, DU> d16;
+  const std::size_t lanes = hn::Lanes(du);
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    MU daz_zero;
+    const VU x = LoadSource(du, c, in, i, &daz_zero);
+    const VU r = is_stochastic(R) ? hn::LoadU(du, rbits + i) : hn::Zero(du);
+    const VU packed = Convert<R, kFlags>(du, c, x, daz_zero, r);
+    if (out_bytes == 1) hn::StoreU(hn::TruncateTo(d8, packed), d8, static_cast<std::uint8_t*>(out) + i);
+    else hn::StoreU(hn::TruncateTo(d16, packed), d16, static_cast<std::uint16_t*>(out) + i);
+    if constexpr (kFlags) {
+      if (flags != nullptr) hn::StoreU(hn::TruncateTo(d8, hn::ShiftRight<16>(packed)), d8, flags + i);
+      // int8_t storage written through its unsigned char representation.
+      if (ternary != nullptr)
+        hn::StoreU(hn::TruncateTo(d8, hn::ShiftRight<24>(packed)), d8, reinterpret_cast<std::uint8_t*>(ternary) + i);
+    }
+  }
+  return i;
+}
+
+template <bool kFlags>
+std::size_t RunFlags(const Params& c, Rounding rounding, const void* in, std::size_t n, void* out,
+                     std::size_t out_bytes, std::uint8_t* flags, std::int8_t* ternary, const std::uint32_t* rbits) {
+  switch (rounding) {
+    case Rounding::rne: return Run<Rounding::rne, kFlags>(c, in, n, out, out_bytes, flags, ternary, rbits);
+    case Rounding::rna: return Run<Rounding::rna, kFlags>(c, in, n, out, out_bytes, flags, ternary, rbits);
+    case Rounding::rtz: return Run<Rounding::rtz, kFlags>(c, in, n, out, out_bytes, flags, ternary, rbits);
+    case Rounding::rup: return Run<Rounding::rup, kFlags>(c, in, n, out, out_bytes, flags, ternary, rbits);
+    case Rounding::rdn: return Run<Rounding::rdn, kFlags>(c, in, n, out, out_bytes, flags, ternary, rbits);
+    case Rounding::rto: return Run<Rounding::rto, kFlags>(c, in, n, out, out_bytes, flags, ternary, rbits);
+    case Rounding::sr_a: return Run<Rounding::sr_a, kFlags>(c, in, n, out, out_bytes, flags, ternary, rbits);
+    case Rounding::sr_b: return Run<Rounding::sr_b, kFlags>(c, in, n, out, out_bytes, flags, ternary, rbits);
+    case Rounding::sr_c: return Run<Rounding::sr_c, kFlags>(c, in, n, out, out_bytes, flags, ternary, rbits);
+  }
+  return 0;
+}
+
+// Converts the largest multiple of the vector length; returns how many elements it did.
+std::size_t ConvertVectors(const Params& c, Rounding rounding, const void* in, std::size_t n, void* out,
+                           std::size_t out_bytes, std::uint8_t* flags, std::int8_t* ternary,
+                           const std::uint32_t* rbits) {
+  if (flags != nullptr || ternary != nullptr)
+    return RunFlags<true>(c, rounding, in, n, out, out_bytes, flags, ternary, rbits);
+  return RunFlags<false>(c, rounding, in, n, out, out_bytes, flags, ternary, rbits);
+}
+
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace lowbit::batch_detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace lowbit {
+namespace batch_detail {
+HWY_EXPORT(ConvertVectors);
+HWY_EXPORT(TargetName);
+
+std::size_t bytes_for(int storage_bits) {
+  return storage_bits <= 8 ? 1 : storage_bits <= 16 ? 2 : storage_bits <= 32 ? 4 : 8;
+}
+
+std::uint64_t load_code(const void* in, std::size_t bytes, std::size_t i) {
+  const auto* p = static_cast<const unsigned char*>(in) + i * bytes;
+  std::uint64_t v = 0;
+  for (std::size_t b = 0; b < bytes; ++b) v |= std::uint64_t{p[b]} << (8 * b);  // little-endian storage
+  return v;
+}
+
+void store_code(void* out, std::size_t bytes, std::size_t i, std::uint64_t code) {
+  auto* p = static_cast<unsigned char*>(out) + i * bytes;
+  for (std::size_t b = 0; b < bytes; ++b) p[b] = static_cast<unsigned char>(code >> (8 * b));
+}
+
+// The f32 code of a representative input of each special class, converted by the scalar path.
+std::uint32_t scalar_packed(const Format& to, const Policy& p, std::uint32_t f32_code) {
+  return pack(convert(formats::f32, f32_code, to, p));
+}
+
+Params make_params(Source source, const Format& to, const Policy& p) {
+  Params c;
+  c.source = source;
+  c.daz = flushes_inputs(p.subnormals);
+  const int m = to.mantissa_bits;
+  c.mantissa_bits = m;
+  c.shift_base = 23 - m;
+  c.emin_biased = to.emin() + 127;
+  c.lower_offset = to.has_zero ? 0u : 0u - (std::uint32_t{1} << m);
+  c.max_pos = static_cast<std::uint32_t>(to.max_finite_magnitude(false));
+  c.max_neg = static_cast<std::uint32_t>(to.max_finite_magnitude(true));
+  c.carry_all_ones = static_cast<std::uint32_t>(bits::ones(m + 1));
+  c.is_signed = to.is_signed();
+  c.twos_complement = to.signedness == Signedness::twos_complement;
+  c.negative_zero = to.has_negative_zero();
+  c.sign_bit = static_cast<std::uint32_t>(to.sign_bit());
+  c.twos_modulus = static_cast<std::uint32_t>(bits::ones(to.code_bits()) + 1);
+  c.code_mask = static_cast<std::uint32_t>(bits::ones(to.code_bits()));
+  c.no_zero = !to.has_zero;
+  c.subnormal_results = to.has_subnormals();
+  c.ftz = flushes_results(p.subnormals);
+  c.tininess_before = p.tininess == Tininess::before;
+  c.sr_bits = static_cast<std::uint32_t>(p.sr_bits);
+  c.sr_ones = static_cast<std::uint32_t>(bits::ones(p.sr_bits));
+  for (int s = 0; s < 2; ++s) {
+    const bool negative = s == 1;
+    const std::uint32_t sign = negative ? 0x80000000u : 0u;
+    c.zero[s] = scalar_packed(to, p, sign);
+    c.inf[s] = scalar_packed(to, p, sign | 0x7F800000u);
+    // Quiet and signaling NaNs with no payload below the quiet bit (a signaling NaN needs one
+    // non-zero payload bit; bit 0 never reaches a target of at most 15 mantissa bits).
+    c.nan_quiet[s] = scalar_packed(to, p, sign | 0x7FC00000u);
+    c.nan_signaling[s] = scalar_packed(to, p, sign | 0x7F800001u);
+    // The same rules:: calls convert.hpp makes for these lanes.
+    const bool neg_eff = negative && to.is_signed();
+    c.overflow[s] = pack(rules::overflow_result(to, neg_eff, p));
+    c.smallest[s] = pack(rules::smallest_result(to, neg_eff, flag::inexact | flag::underflow, 1));
+    c.flushed[s] = pack(Result{to.encode(neg_eff, 0), flag::underflow | flag::inexact, rules::signed_ternary(neg_eff, -1)});
+  }
+  if (!to.is_signed()) {
+    const auto o = rules::unsigned_negative(to, p);
+    c.unsigned_reject = !o.proceed;
+    c.unsigned_negative = pack(o.result);
+  }
+  c.nan_payload = to.nan == NanEncoding::ieee && p.quirks.nan_style == NanStyle::preserve;
+  // rules::nan_result keeps the payload bits below the source's quiet bit, aligned at the top of the
+  // target's mantissa: in the f32 layout (bf16 and f16 payloads sit at the top of it) that is a right
+  // shift by 23 - m_target of the 22 bits below the quiet bit.
+  c.nan_rest_shift = static_cast<std::uint32_t>(23 - m);
+  return c;
+}
+
+}  // namespace batch_detail
+
+bool batch_supported(const Format& from, const Format& to) {
+  batch_detail::Source s;
+  if (!batch_detail::source_of(from, &s)) return false;
+  // 16 storage bits keep every magnitude code below 2^16; m <= 22 keeps at least one f32 mantissa bit
+  // dropped for a normal result; |emin| <= 60000 keeps (e - emin) << m inside 31 bits.
+  return to.storage_bits() <= 16 && to.code_shift == 0 && to.mantissa_bits <= 22 && to.emin() >= -60000 &&
+         to.emin() <= 60000;
+}
+
+bool batch_supported(const Format& from, const Format& to, const Policy& p) {
+  if (!batch_supported(from, to)) return false;
+  return !is_stochastic(p.rounding) || (p.sr_bits >= 1 && p.sr_bits <= max_sr_bits);
+}
+
+std::size_t batch_code_bytes(const Format& to) { return batch_detail::bytes_for(to.storage_bits()); }
+
+void convert_batch_scalar(const Format& from, const void* in, std::size_t n, const Format& to, const Policy& p,
+                          void* out_codes, std::uint8_t* flags, std::int8_t* ternary, const std::uint32_t* rbits) {
+  const std::size_t in_bytes = batch_detail::bytes_for(from.storage_bits());
+  const std::size_t out_bytes = batch_code_bytes(to);
+  const bool sr = is_stochastic(p.rounding);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Result r = convert(from, batch_detail::load_code(in, in_bytes, i), to, p, sr ? rbits[i] : 0);
+    batch_detail::store_code(out_codes, out_bytes, i, r.code);
+    if (flags != nullptr) flags[i] = r.flags;
+    if (ternary != nullptr) ternary[i] = r.ternary;
+  }
+}
+
+void convert_batch(const Format& from, const void* in, std::size_t n, const Format& to, const Policy& p,
+                   void* out_codes, std::uint8_t* flags, std::int8_t* ternary, const std::uint32_t* rbits) {
+  batch_detail::Source s;
+  if (!batch_supported(from, to, p) || !batch_detail::source_of(from, &s)) {
+    convert_batch_scalar(from, in, n, to, p, out_codes, flags, ternary, rbits);
+    return;
+  }
+  const batch_detail::Params c = batch_detail::make_params(s, to, p);
+  const std::size_t out_bytes = batch_code_bytes(to);
+  const std::size_t done =
+      HWY_DYNAMIC_DISPATCH(batch_detail::ConvertVectors)(c, p.rounding, in, n, out_codes, out_bytes, flags, ternary, rbits);
+  // The tail (fewer elements than one vector) goes through the scalar path.
+  if (done < n) {
+    const std::size_t in_bytes = batch_detail::bytes_for(from.storage_bits());
+    const bool sr = is_stochastic(p.rounding);
+    convert_batch_scalar(from, static_cast<const unsigned char*>(in) + done * in_bytes, n - done, to, p,
+                         static_cast<unsigned char*>(out_codes) + done * out_bytes,
+                         flags != nullptr ? flags + done : nullptr, ternary != nullptr ? ternary + done : nullptr,
+                         sr ? rbits + done : nullptr);
+  }
+}
+
+const char* batch_target_name() { return HWY_DYNAMIC_DISPATCH(batch_detail::TargetName)(); }
+
+}  // namespace lowbit
+#endif  // HWY_ONCE
