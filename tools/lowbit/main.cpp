@@ -40,10 +40,12 @@ struct UsageError {
 
 // ---- text helpers ---------------------------------------------------------------------------------
 
+// Lowercase 0x hex, padded with zeros to at least `digits` digits.
 std::string hex_code(std::uint64_t code, int digits) {
   static const char* const hexdigits = "0123456789abcdef";
-  std::string s(static_cast<std::size_t>(digits), '0');
-  for (int i = digits - 1; i >= 0 && code != 0; --i, code >>= 4) s[static_cast<std::size_t>(i)] = hexdigits[code & 15];
+  std::string s;
+  for (; code != 0; code >>= 4) s.insert(s.begin(), hexdigits[code & 15]);
+  if (s.size() < static_cast<std::size_t>(digits)) s.insert(0, static_cast<std::size_t>(digits) - s.size(), '0');
   return "0x" + s;
 }
 std::string hex_code(const Format& f, std::uint64_t code) { return hex_code(code, f.hex_digits()); }
@@ -723,6 +725,17 @@ int main(int argc, char** argv) {
   convert_cmd->add_flag("--trace", co.trace, "Explain each conversion");
 
   lowbit::cli::add_conform(app);
+
+  // CLI11 reports a stray word as "a subcommand is required"; name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({}))
+      if (sub->check_name(argv[1])) known = true;
+    if (!known) {
+      std::cerr << "lowbit: unknown subcommand '" << argv[1] << "' (see lowbit --help)\n";
+      return 2;
+    }
+  }
 
   try {
     app.parse(argc, argv);
