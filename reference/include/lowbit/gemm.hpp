@@ -1,0 +1,107 @@
+// GEMM references: the exact answer, the answers of common f32 accumulation orders, and bit-accurate
+// tensor-core models (SEMANTICS.md §5).
+//
+// Operands are matrices of codes of any format whose significand fits 24 bits (fp4, fp6, fp8, bf16,
+// f16, tf32, f32, int8).  Outputs are f32 codes unless a model says otherwise.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lowbit/format.hpp"
+#include "lowbit/policy.hpp"
+#include "lowbit/value.hpp"
+
+namespace lowbit::gemm {
+
+// A row-major matrix of codes.
+struct Matrix {
+  const Format* format = nullptr;
+  int rows = 0;
+  int cols = 0;
+  std::vector<std::uint64_t> codes;
+  std::uint64_t at(int r, int c) const { return codes[static_cast<std::size_t>(r) * cols + c]; }
+};
+
+// ---- the exact reference -------------------------------------------------------------------------
+
+// D = alpha * (A B) + beta * C, computed exactly and rounded once into `out` under `policy`.
+// alpha and beta are f32 bit patterns (1.0f = 0x3F800000); C (optional) holds f32 codes.
+struct ExactOptions {
+  std::uint32_t alpha = 0x3F800000u;
+  std::uint32_t beta = 0;
+  const Format* out = nullptr;  // default f32
+  Policy policy{};              // default rne
+};
+std::vector<std::uint64_t> exact(const Matrix& a, const Matrix& b, const Matrix* c, const ExactOptions& o = {});
+
+// One exact dot product (plus c, an f32 code), rounded once into `out`.
+std::uint64_t exact_dot(const Format& fa, std::span<const std::uint64_t> a, const Format& fb,
+                        std::span<const std::uint64_t> b, std::uint32_t c, const Format& out, const Policy& p);
+
+// ---- f32 accumulation orders -----------------------------------------------------------------------
+enum class Order : std::uint8_t {
+  sequential,      // acc = fl(acc + fl(a*b)), k = 0, 1, ...
+  sequential_fma,  // acc = fmaf(a, b, acc)
+  pairwise,        // products fl(a*b), summed by recursive halving (left half + right half)
+  split_k,         // `splits` contiguous slices, each sequential from 0, then the slices summed in order
+  blocked,         // every `block` elements: the exact block sum rounded to f32 (rne), added to acc in f32
+};
+struct OrderOptions {
+  Order order = Order::sequential;
+  int splits = 4;
+  int block = 128;
+};
+// C (optional, f32) starts the accumulator (sequential orders) or is added last (pairwise, split-K).
+std::vector<std::uint64_t> accumulate(const Matrix& a, const Matrix& b, const Matrix* c, const OrderOptions& o);
+
+// ---- bit-accurate tensor-core models (MMA-Sim, arXiv 2511.10909) -----------------------------------
+enum class Output : std::uint8_t {
+  f32_rz,        // normalise, round toward zero to f32 (23 fraction bits, f32 subnormals)
+  f32_e8m13_rz,  // round toward zero to 13 fraction bits, stored as f32 ("e8m13")
+  f16_rne,       // round to nearest even to f16
+};
+enum class BlockScale : std::uint8_t {
+  none,
+  per_instruction,  // one scale per operand per instruction-K group (mxf8f6f4: ue8m0 per 32)
+  per_16,           // fp4 kinds: each 16 products summed exactly, times the two scales (mxf4, mxf4nvf4)
+};
+
+struct TensorCoreModel {
+  const char* name;
+  int group;           // products aligned together (with C) per step: the instruction's K after splitting
+  int fraction_bits;   // F: each term truncated to F fraction bits relative to 2^(max exponent)
+  Output output;
+  bool truncate_tf32;  // f32 inputs lose their low 13 bits (TF32 tensor cores)
+  BlockScale scale;
+  int scale_block;     // elements per scale along K (32 for ue8m0, 16 for ue4m3)
+  const char* source;  // where the parameters come from, and what is unconfirmed on hardware
+};
+
+std::span<const TensorCoreModel> models();
+const TensorCoreModel* find_model(std::string_view name);
+
+// One step of a model: the group's products (and C, an f32 code) aligned, truncated, summed exactly and
+// rounded.  `a`, `b` hold `model.group` values (shorter spans are padded with zeros).  Scales (for the
+// block-scaled kinds) are codes of `scale_format`, one per `scale_block` elements.
+std::uint32_t model_step(const TensorCoreModel& model, const Format& fa, std::span<const std::uint64_t> a,
+                         const Format& fb, std::span<const std::uint64_t> b, std::uint32_t c,
+                         const Format* scale_format = nullptr, std::span<const std::uint64_t> sa = {},
+                         std::span<const std::uint64_t> sb = {});
+
+// The model's GEMM driver: for each output, C (or +0) then each group of K in order, the rounded result
+// of one step fed back as C for the next.  K not a multiple of the group is padded with zeros.
+// Block scales: a_scales is rows(A) x ceil(K / scale_block), b_scales is ceil(K / scale_block) x cols(B).
+std::vector<std::uint64_t> run_model(const TensorCoreModel& model, const Matrix& a, const Matrix& b, const Matrix* c,
+                                     const Matrix* a_scales = nullptr, const Matrix* b_scales = nullptr);
+
+// DeepSeek-V3 / DeepGEMM promotion: the model inside blocks of `block` elements starting from zero; each
+// block's result promoted into an f32 accumulator with one fp32 FMA, acc = fma(s, partial, acc), where s is
+// the f32 scale factor (1.0f when unscaled).  C (optional) starts the accumulator.
+std::vector<std::uint64_t> run_promoted(const TensorCoreModel& inner, int block, const Matrix& a, const Matrix& b,
+                                        const Matrix* c, std::uint32_t scale = 0x3F800000u);
+
+}  // namespace lowbit::gemm

@@ -1,0 +1,649 @@
+#include "lowbit/gemm.hpp"
+
+#include <gmpxx.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <stdexcept>
+
+#include "lowbit/convert.hpp"
+#include "lowbit/exact.hpp"
+
+namespace lowbit::gemm {
+
+namespace {
+
+// 128-bit integers (a GCC/Clang extension) hold a group's aligned sum.
+__extension__ typedef __int128 i128;
+__extension__ typedef unsigned __int128 u128;
+
+constexpr Policy rne_policy{};
+
+float to_float(const Format& f, std::uint64_t code) {
+  const Result r = convert(f, code, formats::f32, rne_policy);
+  return std::bit_cast<float>(static_cast<std::uint32_t>(r.code));
+}
+std::uint32_t float_bits(float x) { return std::bit_cast<std::uint32_t>(x); }
+
+void check_shapes(const Matrix& a, const Matrix& b, const Matrix* c) {
+  if (!a.format || !b.format) throw std::invalid_argument("operand without a format");
+  if (a.cols != b.rows) throw std::invalid_argument("inner dimensions differ: A is " + std::to_string(a.rows) + "x" +
+                                                    std::to_string(a.cols) + ", B is " + std::to_string(b.rows) +
+                                                    "x" + std::to_string(b.cols));
+  if (c && (c->rows != a.rows || c->cols != b.cols))
+    throw std::invalid_argument("C must be " + std::to_string(a.rows) + "x" + std::to_string(b.cols));
+  if (a.format->mantissa_bits > 23 || b.format->mantissa_bits > 23)
+    throw std::invalid_argument("operand formats must have significands of at most 24 bits");
+}
+
+// ---- a wide two's complement fixed-point accumulator --------------------------------------------------
+// 20 limbs, least significant bit 2^-640: holds every product of two f32 values (2^-298 .. 2^256) and
+// sums of up to 2^300 of them exactly.
+struct Wide {
+  static constexpr int limbs = 20;
+  static constexpr int lsb = -640;
+  std::uint64_t w[limbs] = {};
+
+  void add(std::uint64_t sig, int exp, bool negative) {
+    const int p = exp - lsb;
+    const int i = p >> 6;
+    const int off = p & 63;
+    const std::uint64_t lo = sig << off;
+    const std::uint64_t hi = off ? sig >> (64 - off) : 0;
+    if (!negative) {
+      std::uint64_t carry = 0;
+      for (int k = i; k < limbs; ++k) {
+        const std::uint64_t add = (k == i ? lo : (k == i + 1 ? hi : 0));
+        const std::uint64_t s1 = w[k] + add;
+        const std::uint64_t c1 = s1 < add;
+        const std::uint64_t s2 = s1 + carry;
+        const std::uint64_t c2 = s2 < carry;
+        w[k] = s2;
+        carry = c1 | c2;
+        if (k > i && !carry) break;
+      }
+    } else {
+      std::uint64_t borrow = 0;
+      for (int k = i; k < limbs; ++k) {
+        const std::uint64_t sub = (k == i ? lo : (k == i + 1 ? hi : 0));
+        const std::uint64_t d1 = w[k] - sub;
+        const std::uint64_t b1 = w[k] < sub;
+        const std::uint64_t d2 = d1 - borrow;
+        const std::uint64_t b2 = d1 < borrow;
+        w[k] = d2;
+        borrow = b1 | b2;
+        if (k > i && !borrow) break;
+      }
+    }
+  }
+
+  bool negative() const { return (w[limbs - 1] >> 63) != 0; }
+
+  // The value as significand * 2^exponent with a 64-bit significand; bits below the window are folded
+  // into its last bit (a sticky bit), which keeps every rounding to 24 bits or fewer exact, stochastic
+  // modes with up to 32 random bits included.
+  Unpacked unpacked() const {
+    std::uint64_t v[limbs];
+    const bool neg = negative();
+    std::copy(w, w + limbs, v);
+    if (neg) {
+      std::uint64_t carry = 1;
+      for (int k = 0; k < limbs; ++k) {
+        v[k] = ~v[k] + carry;
+        carry = carry && v[k] == 0;
+      }
+    }
+    int top = limbs - 1;
+    while (top >= 0 && v[top] == 0) --top;
+    Unpacked u;
+    u.negative = neg;
+    if (top < 0) return u;  // zero
+    const int msb = top * 64 + bits::width(v[top]) - 1;
+    const int start = msb - 63;  // window [start, msb]
+    std::uint64_t sig = 0;
+    bool sticky = false;
+    if (start <= 0) {
+      sig = v[0];
+    } else {
+      const int i = start >> 6, off = start & 63;
+      sig = v[i] >> off;
+      if (off && i + 1 < limbs) sig |= v[i + 1] << (64 - off);
+      for (int k = 0; k < i; ++k) sticky |= v[k] != 0;
+      sticky |= (v[i] & bits::ones(off)) != 0;
+    }
+    u.cls = ValueClass::finite;
+    u.significand = sig | (sticky ? 1 : 0);
+    u.exponent = (start > 0 ? start : 0) + lsb;
+    return u;
+  }
+
+  mpq_class rational() const {
+    std::uint64_t v[limbs];
+    std::copy(w, w + limbs, v);
+    const bool neg = negative();
+    if (neg) {
+      std::uint64_t carry = 1;
+      for (int k = 0; k < limbs; ++k) {
+        v[k] = ~v[k] + carry;
+        carry = carry && v[k] == 0;
+      }
+    }
+    mpz_class z;
+    mpz_import(z.get_mpz_t(), limbs, -1, sizeof(std::uint64_t), 0, 0, v);
+    if (neg) z = -z;
+    mpz_class d = 1;
+    d <<= -lsb;
+    mpq_class q(z, d);
+    q.canonicalize();
+    return q;
+  }
+};
+
+// Special values met on the way: NaN, and infinities of each sign.
+struct Specials {
+  bool nan = false, pinf = false, ninf = false;
+  void product(const Unpacked& x, const Unpacked& y) {
+    if (x.cls == ValueClass::nan || y.cls == ValueClass::nan) nan = true;
+    else if (x.cls == ValueClass::inf || y.cls == ValueClass::inf) {
+      if (x.cls == ValueClass::zero || y.cls == ValueClass::zero) nan = true;
+      else (x.negative != y.negative ? ninf : pinf) = true;
+    }
+  }
+  void value(const Unpacked& x) {
+    if (x.cls == ValueClass::nan) nan = true;
+    else if (x.cls == ValueClass::inf) (x.negative ? ninf : pinf) = true;
+  }
+  bool any() const { return nan || pinf || ninf; }
+  // The result code in `out`: canonical NaN (every mantissa bit set, as the tensor cores and MMA-Sim
+  // write it), or the infinity.
+  std::uint64_t code(const Format& out) const {
+    if (nan || (pinf && ninf)) return out.nan_code(false, out.mantissa_mask());
+    return out.encode(ninf, out.inf_magnitude());
+  }
+};
+
+void add_product(Wide& acc, const Unpacked& x, const Unpacked& y) {
+  if (x.cls != ValueClass::finite || y.cls != ValueClass::finite) return;
+  acc.add(x.significand * y.significand, x.exponent + y.exponent, x.negative != y.negative);
+}
+
+std::vector<Unpacked> unpack_all(const Matrix& m) {
+  std::vector<Unpacked> r(m.codes.size());
+  for (std::size_t i = 0; i < r.size(); ++i) r[i] = unpack(*m.format, m.codes[i]);
+  return r;
+}
+
+// The grid of a format whose values are all integer multiples of 2^lsb below 2^(lsb + width).
+struct Grid {
+  int lsb;
+  int width;
+};
+Grid grid(const Format& f) {
+  const int lsb = f.has_zero ? f.emin() - f.mantissa_bits : f.emin();
+  return {lsb, f.emax() + 1 - lsb};
+}
+
+}  // namespace
+
+// ---- exact -------------------------------------------------------------------------------------------
+
+std::uint64_t exact_dot(const Format& fa, std::span<const std::uint64_t> a, const Format& fb,
+                        std::span<const std::uint64_t> b, std::uint32_t c, const Format& out, const Policy& p) {
+  Wide acc;
+  Specials sp;
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    const Unpacked x = unpack(fa, a[k]), y = unpack(fb, b[k]);
+    sp.product(x, y);
+    add_product(acc, x, y);
+  }
+  const Unpacked uc = unpack(formats::f32, c);
+  sp.value(uc);
+  if (sp.any()) return sp.code(out);
+  if (uc.cls == ValueClass::finite) acc.add(uc.significand, uc.exponent, uc.negative);
+  Unpacked u = acc.unpacked();
+  u.negative = u.negative && u.cls != ValueClass::zero;  // an exact zero sum is +0 (SEMANTICS.md §5)
+  return round_to(out, u, p).code;
+}
+
+std::vector<std::uint64_t> exact(const Matrix& a, const Matrix& b, const Matrix* c, const ExactOptions& o) {
+  check_shapes(a, b, c);
+  const Format& out = o.out ? *o.out : formats::f32;
+  const int m = a.rows, n = b.cols, kk = a.cols;
+  std::vector<std::uint64_t> d(static_cast<std::size_t>(m) * n);
+  const bool plain = o.alpha == 0x3F800000u && (o.beta == 0 || !c);
+  const std::vector<Unpacked> ua = unpack_all(a), ub = unpack_all(b);
+
+  // Fast exact route: formats on a small integer grid whose products and K-sums stay below 2^53 are
+  // multiplied as doubles holding integers; every partial sum is then an exactly representable integer,
+  // whatever order the library adds in (an exact sum has no order).
+  const Grid ga = grid(*a.format), gb = grid(*b.format);
+  const bool finite_only = std::all_of(ua.begin(), ua.end(), [](const Unpacked& u) { return u.cls != ValueClass::nan && u.cls != ValueClass::inf; }) &&
+                           std::all_of(ub.begin(), ub.end(), [](const Unpacked& u) { return u.cls != ValueClass::nan && u.cls != ValueClass::inf; });
+  const int kbits = bits::width(static_cast<std::uint64_t>(kk));
+  if (plain && finite_only && !c && ga.width + gb.width + kbits <= 53) {
+    Eigen::MatrixXd ma(m, kk), mb(kk, n);
+    auto scaled = [](const Unpacked& u, int lsb) {
+      if (u.cls != ValueClass::finite) return 0.0;
+      const double v = std::ldexp(static_cast<double>(u.significand), u.exponent - lsb);
+      return u.negative ? -v : v;
+    };
+    for (int i = 0; i < m; ++i)
+      for (int k = 0; k < kk; ++k) ma(i, k) = scaled(ua[static_cast<std::size_t>(i) * kk + k], ga.lsb);
+    for (int k = 0; k < kk; ++k)
+      for (int j = 0; j < n; ++j) mb(k, j) = scaled(ub[static_cast<std::size_t>(k) * n + j], gb.lsb);
+    const Eigen::MatrixXd prod = ma * mb;
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) {
+        const double s = prod(i, j);
+        Unpacked u;
+        if (s != 0) {
+          const auto mag = static_cast<std::uint64_t>(std::fabs(s));
+          u.cls = ValueClass::finite;
+          u.negative = s < 0;
+          u.significand = mag;
+          u.exponent = ga.lsb + gb.lsb;
+        }
+        d[static_cast<std::size_t>(i) * n + j] = round_to(out, u, o.policy).code;
+      }
+    return d;
+  }
+
+  const Unpacked alpha = unpack(formats::f32, o.alpha), beta = unpack(formats::f32, o.beta);
+  if (alpha.cls == ValueClass::nan || alpha.cls == ValueClass::inf || beta.cls == ValueClass::nan ||
+      beta.cls == ValueClass::inf)
+    throw std::invalid_argument("alpha and beta must be finite");
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      Wide acc;
+      Specials sp;
+      for (int k = 0; k < kk; ++k) {
+        const Unpacked& x = ua[static_cast<std::size_t>(i) * kk + k];
+        const Unpacked& y = ub[static_cast<std::size_t>(k) * n + j];
+        sp.product(x, y);
+        add_product(acc, x, y);
+      }
+      std::uint64_t& out_code = d[static_cast<std::size_t>(i) * n + j];
+      if (plain) {
+        const Unpacked uc = c ? unpack(formats::f32, c->at(i, j)) : Unpacked{};
+        sp.value(uc);
+        if (sp.any()) {
+          out_code = sp.code(out);
+          continue;
+        }
+        if (uc.cls == ValueClass::finite) acc.add(uc.significand, uc.exponent, uc.negative);
+        Unpacked u = acc.unpacked();
+        if (u.cls == ValueClass::zero) u.negative = false;
+        out_code = round_to(out, u, o.policy).code;
+        continue;
+      }
+      // alpha * sum + beta * c, exactly, through rationals.  alpha and beta are finite (checked above).
+      const Unpacked uc = c ? unpack(formats::f32, c->at(i, j)) : Unpacked{};
+      Specials s2;
+      if (sp.nan || (sp.pinf && sp.ninf)) {
+        s2.nan = true;
+      } else if (sp.pinf || sp.ninf) {
+        Unpacked inf;
+        inf.cls = ValueClass::inf;
+        inf.negative = sp.ninf;
+        s2.product(alpha, inf);
+      }
+      if (c) s2.product(beta, uc);
+      if (s2.any()) {
+        out_code = s2.code(out);
+        continue;
+      }
+      auto signed_value = [](const Unpacked& u) {
+        const exact::Value v = exact::from_unpacked(u);
+        return u.negative ? mpq_class(-v.magnitude) : v.magnitude;
+      };
+      mpq_class total = alpha.cls == ValueClass::finite ? acc.rational() * signed_value(alpha) : mpq_class(0);
+      if (c && beta.cls == ValueClass::finite && uc.cls == ValueClass::finite) total += signed_value(beta) * signed_value(uc);
+      exact::Value v;
+      if (total != 0) {
+        v.cls = ValueClass::finite;
+        v.negative = total < 0;
+        v.magnitude = abs(total);
+      }
+      out_code = exact::round(out, v, o.policy).code;
+    }
+  return d;
+}
+
+// ---- f32 accumulation orders -------------------------------------------------------------------------
+
+std::vector<std::uint64_t> accumulate(const Matrix& a, const Matrix& b, const Matrix* c, const OrderOptions& o) {
+  check_shapes(a, b, c);
+  const int m = a.rows, n = b.cols, kk = a.cols;
+  std::vector<float> fa(a.codes.size()), fb(b.codes.size());
+  for (std::size_t i = 0; i < fa.size(); ++i) fa[i] = to_float(*a.format, a.codes[i]);
+  for (std::size_t i = 0; i < fb.size(); ++i) fb[i] = to_float(*b.format, b.codes[i]);
+  std::vector<std::uint64_t> d(static_cast<std::size_t>(m) * n);
+  std::vector<float> prod(static_cast<std::size_t>(kk));
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      const float cv = c ? std::bit_cast<float>(static_cast<std::uint32_t>(c->at(i, j))) : 0.0f;
+      const float* ar = &fa[static_cast<std::size_t>(i) * kk];
+      auto bv = [&](int k) { return fb[static_cast<std::size_t>(k) * n + j]; };
+      float acc = cv;
+      switch (o.order) {
+        case Order::sequential:
+          for (int k = 0; k < kk; ++k) {
+            const float p = ar[k] * bv(k);
+            acc = acc + p;
+          }
+          break;
+        case Order::sequential_fma:
+          for (int k = 0; k < kk; ++k) acc = std::fmaf(ar[k], bv(k), acc);
+          break;
+        case Order::pairwise: {
+          for (int k = 0; k < kk; ++k) prod[static_cast<std::size_t>(k)] = ar[k] * bv(k);
+          // Recursive halving: sum(lo, hi) = sum(lo, mid) + sum(mid, hi), mid = lo + (hi - lo) / 2.
+          auto sum = [&](auto&& self, int lo, int hi) -> float {
+            if (hi - lo == 0) return 0.0f;
+            if (hi - lo == 1) return prod[static_cast<std::size_t>(lo)];
+            const int mid = lo + (hi - lo) / 2;
+            const float l = self(self, lo, mid);
+            const float r = self(self, mid, hi);
+            return l + r;
+          };
+          acc = kk ? sum(sum, 0, kk) : 0.0f;
+          if (c) acc = acc + cv;
+          break;
+        }
+        case Order::split_k: {
+          const int s = std::max(1, o.splits);
+          const int chunk = (kk + s - 1) / s;
+          acc = 0.0f;
+          for (int lo = 0; lo < kk; lo += chunk) {
+            float part = 0.0f;
+            for (int k = lo; k < std::min(kk, lo + chunk); ++k) {
+              const float p = ar[k] * bv(k);
+              part = part + p;
+            }
+            acc = acc + part;
+          }
+          if (c) acc = acc + cv;
+          break;
+        }
+        case Order::blocked: {
+          const int bl = std::max(1, o.block);
+          std::vector<std::uint64_t> ra(static_cast<std::size_t>(bl)), rb(static_cast<std::size_t>(bl));
+          for (int lo = 0; lo < kk; lo += bl) {
+            const int len = std::min(bl, kk - lo);
+            for (int k = 0; k < len; ++k) {
+              ra[static_cast<std::size_t>(k)] = a.at(i, lo + k);
+              rb[static_cast<std::size_t>(k)] = b.at(lo + k, j);
+            }
+            const auto part = static_cast<std::uint32_t>(
+                exact_dot(*a.format, std::span(ra).first(static_cast<std::size_t>(len)), *b.format,
+                          std::span(rb).first(static_cast<std::size_t>(len)), 0, formats::f32, rne_policy));
+            acc = acc + std::bit_cast<float>(part);
+          }
+          break;
+        }
+      }
+      d[static_cast<std::size_t>(i) * n + j] = float_bits(acc);
+    }
+  return d;
+}
+
+// ---- tensor-core models ------------------------------------------------------------------------------
+
+namespace {
+
+constexpr const char* mmasim = "MMA-Sim (arXiv 2511.10909, mmasim/simulator/nv.py)";
+
+const TensorCoreModel model_table[] = {
+    {"volta-f16", 4, 23, Output::f32_rz, false, BlockScale::none, 0,
+     "Volta mma.m8n8k4 f16: k=4, F=23 (MMA-Sim; Fasi et al. PeerJ CS 2021)"},
+    {"ampere-f16", 8, 24, Output::f32_rz, false, BlockScale::none, 0,
+     "Ampere mma.m16n8k16 f16 split into two k=8 halves, F=24 (MMA-Sim)"},
+    {"ampere-f16-f16acc", 8, 24, Output::f16_rne, false, BlockScale::none, 0,
+     "Ampere mma.m16n8k16.f16.f16: as ampere-f16 with an f16 accumulator rounded rne (MMA-Sim)"},
+    {"ampere-bf16", 8, 24, Output::f32_rz, false, BlockScale::none, 0,
+     "Ampere mma.m16n8k16 bf16 split into two k=8 halves, F=24 (MMA-Sim)"},
+    {"ampere-tf32", 4, 24, Output::f32_rz, true, BlockScale::none, 0,
+     "Ampere mma.m16n8k8 tf32 split into two k=4 halves, inputs truncated to tf32, F=24 (MMA-Sim)"},
+    {"ada-fp8", 16, 13, Output::f32_e8m13_rz, false, BlockScale::none, 0,
+     "Ada mma.m16n8k32 e4m3/e5m2 split into two k=16 halves, F=13, output RZ to 13 fraction bits (MMA-Sim)"},
+    {"hopper-f16", 16, 25, Output::f32_rz, false, BlockScale::none, 0, "Hopper wgmma k=16 f16, F=25 (MMA-Sim)"},
+    {"hopper-f16-f16acc", 16, 25, Output::f16_rne, false, BlockScale::none, 0,
+     "Hopper wgmma k=16 f16 with an f16 accumulator rounded rne (MMA-Sim)"},
+    {"hopper-bf16", 16, 25, Output::f32_rz, false, BlockScale::none, 0, "Hopper wgmma k=16 bf16, F=25 (MMA-Sim)"},
+    {"hopper-tf32", 8, 25, Output::f32_rz, true, BlockScale::none, 0,
+     "Hopper wgmma k=8 tf32, inputs truncated to tf32, F=25 (MMA-Sim)"},
+    {"hopper-fp8", 32, 13, Output::f32_e8m13_rz, false, BlockScale::none, 0,
+     "Hopper wgmma k=32 e4m3/e5m2, F=13, output RZ to 13 fraction bits (MMA-Sim; DeepSeek-V3 §3.3.2 reports "
+     "about 14 kept bits). Unconfirmed on hardware by this project: mma.sync FP8 on Hopper"},
+    {"blackwell-f8f6f4", 32, 25, Output::f32_rz, false, BlockScale::none, 0,
+     "Blackwell tcgen05.mma kind::f8f6f4 k=32, F=25 (MMA-Sim); not run on hardware by this project"},
+    {"blackwell-mxf8f6f4", 32, 25, Output::f32_rz, false, BlockScale::per_instruction, 32,
+     "Blackwell tcgen05.mma kind::mxf8f6f4.block_scale, ue8m0 per 32, F=25 (MMA-Sim); not run on hardware"},
+    {"blackwell-mxf4", 64, 35, Output::f32_rz, false, BlockScale::per_16, 32,
+     "Blackwell kind::mxf4.block_scale k=64: four 16-groups summed exactly, times ue8m0 scales (per 32), "
+     "aligned to the scales' exponent sum, F=35 (MMA-Sim); not run on hardware"},
+    {"blackwell-mxf4nvf4", 64, 35, Output::f32_rz, false, BlockScale::per_16, 16,
+     "Blackwell kind::mxf4nvf4.block_scale.scale_vec::4X k=64: four 16-groups, ue4m3 scales per 16, F=35 "
+     "(MMA-Sim); not run on hardware"},
+};
+
+// A term of a fused sum: (-1)^neg * sig * 2^(exp - frac), aligned by `exp` (MMA-Sim's exponent).
+struct Term {
+  bool neg;
+  std::uint64_t sig;
+  int frac;
+  int exp;
+};
+
+// MMA-Sim's significand/exponent of a value: a normal value has its exponent, a subnormal the format's
+// smallest normal exponent, a zero -126.
+Term term_of(const Format& f, const Unpacked& u) {
+  if (u.cls != ValueClass::finite) return {false, 0, 0, -126};
+  return {u.negative, u.significand, f.mantissa_bits, u.exponent + f.mantissa_bits};
+}
+
+Unpacked maybe_tf32(const Format& f, std::uint64_t code, bool truncate) {
+  if (truncate && &f == &formats::f32) code &= ~std::uint64_t{0x1FFF};
+  return unpack(f, code);
+}
+
+const Format& accumulator_format(const TensorCoreModel& m) {
+  return m.output == Output::f16_rne ? formats::f16 : formats::f32;
+}
+
+const Format e8m13{.name = "e8m13", .bits = 22, .exponent_bits = 8, .mantissa_bits = 13, .bias = 127};
+
+// Align to the largest exponent, truncate each term toward zero to F fraction bits, sum exactly, round.
+std::uint32_t fused_sum(const TensorCoreModel& model, std::span<const Term> terms) {
+  int emax = terms[0].exp;
+  for (const Term& t : terms) emax = std::max(emax, t.exp);
+  i128 sum = 0;
+  for (const Term& t : terms) {
+    if (t.sig == 0) continue;
+    const int shift = model.fraction_bits + t.exp - emax - t.frac;
+    i128 v = 0;
+    if (shift >= 0) v = static_cast<i128>(t.sig) << shift;
+    else if (shift > -64) v = static_cast<i128>(t.sig >> -shift);
+    sum += t.neg ? -v : v;
+  }
+  Unpacked u;
+  if (sum != 0) {
+    const bool neg = sum < 0;
+    const u128 mag = static_cast<u128>(neg ? -sum : sum);
+    // |sum| < 2^64 for every preset (at most 65 terms below 2^(F+11)); fold anything above 64 bits.
+    int drop = 0;
+    u128 m = mag;
+    bool sticky = false;
+    while ((m >> 64) != 0) {
+      sticky |= (m & 1) != 0;
+      m >>= 1;
+      ++drop;
+    }
+    u.cls = ValueClass::finite;
+    u.negative = neg;
+    u.significand = static_cast<std::uint64_t>(m) | (sticky ? 1 : 0);
+    u.exponent = emax - model.fraction_bits + drop;
+  }
+  Policy rz;
+  rz.rounding = Rounding::rtz;
+  switch (model.output) {
+    case Output::f16_rne: return static_cast<std::uint32_t>(round_to(formats::f16, u, rne_policy).code);
+    case Output::f32_rz: {
+      const Result r = round_to(formats::f32, u, rz);
+      // MMA-Sim converts its normalised value to f32 by the nearest rule, so a result beyond the
+      // largest finite value becomes infinity, not max (unconfirmed on hardware).
+      if (r.flags & flag::overflow) return static_cast<std::uint32_t>(formats::f32.encode(u.negative, formats::f32.inf_magnitude()));
+      return static_cast<std::uint32_t>(r.code);
+    }
+    case Output::f32_e8m13_rz: {
+      const Result r = round_to(e8m13, u, rz);
+      if (r.flags & flag::overflow) return static_cast<std::uint32_t>(formats::f32.encode(u.negative, formats::f32.inf_magnitude()));
+      return static_cast<std::uint32_t>(convert(e8m13, r.code, formats::f32, rne_policy).code);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::span<const TensorCoreModel> models() { return model_table; }
+
+const TensorCoreModel* find_model(std::string_view name) {
+  for (const TensorCoreModel& m : model_table)
+    if (name == m.name) return &m;
+  return nullptr;
+}
+
+std::uint32_t model_step(const TensorCoreModel& model, const Format& fa, std::span<const std::uint64_t> a,
+                         const Format& fb, std::span<const std::uint64_t> b, std::uint32_t c,
+                         const Format* scale_format, std::span<const std::uint64_t> sa,
+                         std::span<const std::uint64_t> sb) {
+  const Format& acc = accumulator_format(model);
+  const Unpacked uc = unpack(acc, c);
+  Specials sp;
+  sp.value(uc);
+  std::vector<Term> terms;
+  terms.reserve(a.size() + 1);
+  terms.push_back(term_of(acc, uc));
+  if (model.scale == BlockScale::per_16) {
+    // MMA-Sim's nv_fused_dot_add_with_block_scale: NaN only from a scale or C; each 16 products are
+    // summed exactly, multiplied by the scale significands, and aligned by the scales' exponent sum.
+    for (std::size_t g = 0; g * 16 < a.size(); ++g) {
+      const std::size_t si = g * 16 / static_cast<std::size_t>(model.scale_block);
+      Unpacked s0 = unpack(*scale_format, sa[si]), s1 = unpack(*scale_format, sb[si]);
+      if (s0.cls == ValueClass::nan || s1.cls == ValueClass::nan) sp.nan = true;
+      s0.negative = s1.negative = false;  // ue4m3 scales: the sign bit is ignored
+      i128 group = 0;
+      int frac = 0;
+      for (std::size_t k = g * 16; k < std::min(a.size(), g * 16 + 16); ++k) {
+        const Unpacked x = unpack(fa, a[k]), y = unpack(fb, b[k]);
+        if (x.cls != ValueClass::finite || y.cls != ValueClass::finite) continue;
+        // Products of fp4 values share the grid 2^(2 * lsb); sum them there.
+        const int lsb = fa.emin() - fa.mantissa_bits + fb.emin() - fb.mantissa_bits;
+        const int e = x.exponent + y.exponent - lsb;
+        const i128 v = static_cast<i128>(x.significand * y.significand) << e;
+        group += (x.negative != y.negative) ? -v : v;
+        frac = -lsb;
+      }
+      const Term t0 = term_of(*scale_format, s0), t1 = term_of(*scale_format, s1);
+      if (group == 0 || s0.cls != ValueClass::finite || s1.cls != ValueClass::finite) {
+        terms.push_back({false, 0, 0, t0.exp + t1.exp});
+        continue;
+      }
+      const bool neg = group < 0;
+      const auto mag = static_cast<std::uint64_t>(neg ? -group : group);
+      terms.push_back({neg, mag * t0.sig * t1.sig, frac + t0.frac + t1.frac, t0.exp + t1.exp});
+    }
+  } else {
+    int scale_exp = 0;
+    if (model.scale == BlockScale::per_instruction) {
+      const Unpacked s0 = unpack(*scale_format, sa[0]), s1 = unpack(*scale_format, sb[0]);
+      if (s0.cls == ValueClass::nan || s1.cls == ValueClass::nan) sp.nan = true;
+      scale_exp = term_of(*scale_format, s0).exp + term_of(*scale_format, s1).exp;
+    }
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      const Unpacked x = maybe_tf32(fa, a[k], model.truncate_tf32);
+      const Unpacked y = maybe_tf32(fb, b[k], model.truncate_tf32);
+      sp.product(x, y);
+      const Term tx = term_of(fa, x), ty = term_of(fb, y);
+      terms.push_back({tx.neg != ty.neg, tx.sig * ty.sig, tx.frac + ty.frac, tx.exp + ty.exp + scale_exp});
+    }
+  }
+  if (sp.any()) return static_cast<std::uint32_t>(sp.code(acc));
+  return fused_sum(model, terms);
+}
+
+std::vector<std::uint64_t> run_model(const TensorCoreModel& model, const Matrix& a, const Matrix& b, const Matrix* c,
+                                     const Matrix* a_scales, const Matrix* b_scales) {
+  check_shapes(a, b, c);
+  const bool scaled = model.scale != BlockScale::none;
+  if (scaled && (!a_scales || !b_scales))
+    throw std::invalid_argument(std::string("model ") + model.name + " needs block scales for A and B");
+  const int m = a.rows, n = b.cols, kk = a.cols;
+  const int g = model.group;
+  const int padded = (kk + g - 1) / g * g;
+  const Format& acc = accumulator_format(model);
+  std::vector<std::uint64_t> d(static_cast<std::size_t>(m) * n);
+  std::vector<std::uint64_t> ra(static_cast<std::size_t>(g)), rb(static_cast<std::size_t>(g));
+  const int nscale = scaled ? g / model.scale_block + (g % model.scale_block ? 1 : 0) : 0;
+  std::vector<std::uint64_t> rsa(static_cast<std::size_t>(std::max(1, nscale))), rsb(rsa.size());
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      std::uint32_t sum = c ? static_cast<std::uint32_t>(
+                                  convert(*c->format, c->at(i, j), acc, rne_policy).code)
+                            : 0;
+      for (int lo = 0; lo < padded; lo += g) {
+        const Format* fa = a.format;
+        for (int k = 0; k < g; ++k) {
+          const bool in = lo + k < kk;
+          ra[static_cast<std::size_t>(k)] = in ? a.at(i, lo + k) : a.format->encode(false, 0);
+          rb[static_cast<std::size_t>(k)] = in ? b.at(lo + k, j) : b.format->encode(false, 0);
+        }
+        if (scaled) {
+          for (int s = 0; s < nscale; ++s) {
+            const int col = (lo + s * model.scale_block) / model.scale_block;
+            const bool in = col < a_scales->cols;
+            rsa[static_cast<std::size_t>(s)] = in ? a_scales->at(i, col) : a_scales->format->encode(false, 0);
+            rsb[static_cast<std::size_t>(s)] = in ? b_scales->at(col, j) : b_scales->format->encode(false, 0);
+          }
+        }
+        sum = model_step(model, *fa, ra, *b.format, rb, sum, scaled ? a_scales->format : nullptr, rsa, rsb);
+      }
+      d[static_cast<std::size_t>(i) * n + j] = sum;
+    }
+  return d;
+}
+
+std::vector<std::uint64_t> run_promoted(const TensorCoreModel& inner, int block, const Matrix& a, const Matrix& b,
+                                        const Matrix* c, std::uint32_t scale) {
+  check_shapes(a, b, c);
+  if (inner.scale != BlockScale::none) throw std::invalid_argument("promotion takes an unscaled inner model");
+  if (block <= 0 || block % inner.group) throw std::invalid_argument("the promotion interval must be a multiple of the model's group");
+  const int m = a.rows, n = b.cols, kk = a.cols;
+  const float s = std::bit_cast<float>(scale);
+  std::vector<std::uint64_t> d(static_cast<std::size_t>(m) * n);
+  const int g = inner.group;
+  std::vector<std::uint64_t> ra(static_cast<std::size_t>(g)), rb(static_cast<std::size_t>(g));
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      float acc = c ? std::bit_cast<float>(static_cast<std::uint32_t>(c->at(i, j))) : 0.0f;
+      for (int lo = 0; lo < kk; lo += block) {
+        std::uint32_t partial = 0;
+        for (int glo = lo; glo < std::min(kk, lo + block); glo += g) {
+          for (int k = 0; k < g; ++k) {
+            const bool in = glo + k < kk && glo + k < lo + block;
+            ra[static_cast<std::size_t>(k)] = in ? a.at(i, glo + k) : a.format->encode(false, 0);
+            rb[static_cast<std::size_t>(k)] = in ? b.at(glo + k, j) : b.format->encode(false, 0);
+          }
+          partial = model_step(inner, *a.format, ra, *b.format, rb, partial);
+        }
+        acc = std::fmaf(s, std::bit_cast<float>(partial), acc);
+      }
+      d[static_cast<std::size_t>(i) * n + j] = float_bits(acc);
+    }
+  return d;
+}
+
+}  // namespace lowbit::gemm
