@@ -1,0 +1,90 @@
+// Shared pieces of the checks: a thread-safe recorder of cases and mismatches, progress throttling,
+// mismatch descriptions, and the lists of formats and policies the sweeps walk.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "checks.hpp"
+#include "lowbit/format.hpp"
+#include "lowbit/policy.hpp"
+
+namespace lowbit::checks {
+
+// Counts cases and mismatches from many threads; keeps the first few mismatch descriptions.
+class Recorder {
+ public:
+  void cases(std::uint64_t n) { cases_.fetch_add(n, std::memory_order_relaxed); }
+  void mismatch(const std::string& text);
+  // Descriptions are built only while fewer than kept_examples are held.
+  bool wants_description() const { return mismatches_.load(std::memory_order_relaxed) < kept_examples; }
+  Outcome outcome() const;
+
+ private:
+  std::atomic<std::uint64_t> cases_{0};
+  std::atomic<std::uint64_t> mismatches_{0};
+  mutable std::mutex mutex_;
+  std::vector<std::string> examples_;
+};
+
+// Forwards progress to the caller's callback at most a few times a second, from whichever thread
+// happens to report.
+class Ticker {
+ public:
+  Ticker(const Progress& progress, std::uint64_t total) : progress_(progress), total_(total) {}
+  void advance(std::uint64_t n);
+  void finish();
+
+ private:
+  const Progress& progress_;
+  std::uint64_t total_;
+  std::atomic<std::uint64_t> done_{0};
+  std::atomic<std::int64_t> last_ms_{0};
+  std::mutex mutex_;
+};
+
+// "rne satfinite keep after" (+ " sr-bits N" for the stochastic modes).
+std::string policy_text(const Policy& p);
+// "0x7e (448)".
+std::string code_and_value(const Format& f, std::uint64_t code);
+std::string flags_text(std::uint8_t flags);
+std::string result_text(const Format& f, const Result& r);
+// One mismatch of a conversion from a code: "<from> 0x.. (v) -> <to> [<policy>]: expected ..., actual ...".
+std::string describe(const Format& from, std::uint64_t code, const Format& to, const Policy& p,
+                     std::string_view context, const Result& expected, std::string_view expected_from,
+                     const Result& actual, std::string_view actual_from, std::uint64_t rbits = 0);
+
+// Formats of at most 8 / 16 bits among the built-in rows, plus a few P3109 and parametric rows that
+// exercise encodings no built-in row has (infinity at the top code, unsigned with infinity, no
+// mantissa bits).  `sweep_targets` is every built-in row plus those extras.
+std::vector<const Format*> small_formats(int max_bits);
+std::vector<const Format*> sweep_targets();
+std::vector<const Format*> extra_formats();
+
+// Every finite value of a format of at most 16 bits, every midpoint between neighbours, and the
+// midpoint between each extreme and the next value the format would have with an unbounded exponent
+// (formats without zero also get 0 and half their smallest value); both signs; exact doubles.
+std::vector<double> midpoint_points(const Format& t);
+
+// Every deterministic policy: 6 roundings x 3 overflow modes x 4 subnormal modes x 2 tininess rules.
+std::vector<Policy> deterministic_policies();
+inline constexpr Rounding deterministic_modes[] = {Rounding::rne, Rounding::rna, Rounding::rtz,
+                                                  Rounding::rup, Rounding::rdn, Rounding::rto};
+inline constexpr Overflow overflow_modes[] = {Overflow::satfinite, Overflow::satpropagate, Overflow::nosat};
+inline constexpr Subnormals subnormal_modes[] = {Subnormals::keep, Subnormals::ftz, Subnormals::daz,
+                                                 Subnormals::ftz_daz};
+inline constexpr Tininess tininess_rules[] = {Tininess::after, Tininess::before};
+
+// Parallel loop over [0, n) in chunks (oneTBB); `body(begin, end)`.
+void parallel_chunks(std::uint64_t n, std::uint64_t grain, const std::function<void(std::uint64_t, std::uint64_t)>& body);
+
+// The check families (each defined in its own file).
+std::vector<Check> semantics_checks();
+std::vector<Check> sweep_checks();
+std::vector<Check> cuda_host_checks();  // empty when the toolkit's headers were not found
+
+}  // namespace lowbit::checks
