@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "lowbit/batch.hpp"
 #include "lowbit/convert.hpp"
 #include "lowbit/exact.hpp"
 #include "lowbit/format.hpp"
@@ -501,6 +502,9 @@ void convert_raw(const Format& from, const Format& to, const lowbit::Policy& pol
       if (valid[c]) table[c] = lowbit::convert(from, c, to, policy).code;
     }
   }
+  const bool use_batch = in_w == 4 && from.code_bits() == 32 && from.code_shift == 0 &&
+                         lowbit::batch_code_bytes(to) == static_cast<std::size_t>(out_w) &&
+                         lowbit::batch_supported(from, to, policy);
   std::vector<unsigned char> in(std::size_t{1} << 22);
   std::vector<unsigned char> res;
   std::size_t carry = 0;       // bytes of an incomplete value kept from the previous block
@@ -510,30 +514,36 @@ void convert_raw(const Format& from, const Format& to, const lowbit::Policy& pol
     const std::size_t have = carry + got;
     const std::size_t whole = have / static_cast<std::size_t>(in_w);
     res.resize(whole * static_cast<std::size_t>(out_w));
-    for (std::size_t i = 0; i < whole; ++i) {
-      const unsigned char* p = in.data() + i * static_cast<std::size_t>(in_w);
-      std::uint64_t v = 0;
-      for (int b = in_w - 1; b >= 0; --b) v = (v << 8) | p[b];
-      std::uint64_t code;
-      if (!table.empty()) {
-        if (!valid[v]) {
-          out.put_bytes(res.data(), i * static_cast<std::size_t>(out_w));
-          out.flush();
-          throw UsageError{"--raw: the value at byte offset " + std::to_string(offset + i * static_cast<std::size_t>(in_w)) +
-                           " (" + hex_code(from, v) + ") is too wide for " + from.name};
+    // Wider sources (f32): the vectorised batch path when it covers the pair and every input bit
+    // pattern is a code (f32 and the like: code_bits fills the storage, no code shift).
+    if (table.empty() && use_batch) {
+      lowbit::convert_batch(from, in.data(), whole, to, policy, res.data(), nullptr, nullptr, nullptr);
+    } else {
+      for (std::size_t i = 0; i < whole; ++i) {
+        const unsigned char* p = in.data() + i * static_cast<std::size_t>(in_w);
+        std::uint64_t v = 0;
+        for (int b = in_w - 1; b >= 0; --b) v = (v << 8) | p[b];
+        std::uint64_t code;
+        if (!table.empty()) {
+          if (!valid[v]) {
+            out.put_bytes(res.data(), i * static_cast<std::size_t>(out_w));
+            out.flush();
+            throw UsageError{"--raw: the value at byte offset " + std::to_string(offset + i * static_cast<std::size_t>(in_w)) +
+                             " (" + hex_code(from, v) + ") is too wide for " + from.name};
+          }
+          code = table[v];
+        } else {
+          if (!from.valid_code(v)) {
+            out.put_bytes(res.data(), i * static_cast<std::size_t>(out_w));
+            out.flush();
+            throw UsageError{"--raw: the value at byte offset " + std::to_string(offset + i * static_cast<std::size_t>(in_w)) +
+                             " (" + hex_code(from, v) + ") is not a valid " + from.name + " code"};
+          }
+          code = lowbit::convert(from, v, to, policy).code;
         }
-        code = table[v];
-      } else {
-        if (!from.valid_code(v)) {
-          out.put_bytes(res.data(), i * static_cast<std::size_t>(out_w));
-          out.flush();
-          throw UsageError{"--raw: the value at byte offset " + std::to_string(offset + i * static_cast<std::size_t>(in_w)) +
-                           " (" + hex_code(from, v) + ") is not a valid " + from.name + " code"};
-        }
-        code = lowbit::convert(from, v, to, policy).code;
+        unsigned char* q = res.data() + i * static_cast<std::size_t>(out_w);
+        for (int b = 0; b < out_w; ++b) q[b] = static_cast<unsigned char>(code >> (8 * b));
       }
-      unsigned char* q = res.data() + i * static_cast<std::size_t>(out_w);
-      for (int b = 0; b < out_w; ++b) q[b] = static_cast<unsigned char>(code >> (8 * b));
     }
     out.put_bytes(res.data(), res.size());
     const std::size_t used = whole * static_cast<std::size_t>(in_w);
