@@ -1,0 +1,290 @@
+// Scaling schemes: peer cases of SEMANTICS.md §3-§6 with expected codes worked out by hand (or by numpy's
+// float32 arithmetic where an fp32 division is involved, noted beside the value), and properties.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "lowbit/scale.hpp"
+
+namespace {
+
+namespace S = lowbit::scale;
+namespace F = lowbit::formats;
+using Codes = std::vector<std::uint64_t>;
+
+S::Tensor row(std::vector<float> v) {
+  const int n = static_cast<int>(v.size());
+  return {1, n, std::move(v)};
+}
+
+// microsoft/microxcaling's own case: [485, 475, 400, -485, -475, -450, 2^-6, -2^-6] in MX-E4M3 has the
+// scale 2^0 (floor(log2 485) = 8 = e4m3's emax) and, under its "nearest" (half away from zero),
+// [448, 448, 416, -448, -448, -448, 2^-6, -2^-6]; 400 is a tie between 384 and 416, which rne breaks to 384.
+// e4m3 codes: 448 = 0x7E, 416 = 0x7D, 384 = 0x7C, 2^-6 = 0x08; the sign bit is 0x80.
+TEST(Mx, MicroxcalingBlockNearestVersusEven) {
+  S::Options o;
+  o.scheme = S::Scheme::mx;
+  o.block = 8;
+  o.element_policy.rounding = lowbit::Rounding::rna;
+  const auto x = row({485, 475, 400, -485, -475, -450, 0x1p-6f, -0x1p-6f});
+  auto q = S::quantize(x, o);
+  EXPECT_EQ(q.scales, Codes{0x7F});
+  EXPECT_EQ(q.codes, (Codes{0x7E, 0x7E, 0x7D, 0xFE, 0xFE, 0xFE, 0x08, 0x88}));
+  o.element_policy.rounding = lowbit::Rounding::rne;
+  q = S::quantize(x, o);
+  EXPECT_EQ(q.codes, (Codes{0x7E, 0x7E, 0x7C, 0xFE, 0xFE, 0xFE, 0x08, 0x88}));
+}
+
+// amax = 500 in MXFP8-E4M3: floor gives the scale 2^0 (0x7F) and clips 500 to 448; rceil gives
+// cvt.rp(500 * fp32(1/448)) = cvt.rp(1.1160715) = 2^1 (0x80) and 500 / 2 = 250 rounds to 256 (0x78).
+TEST(Mx, FloorClipsRceilDoesNot) {
+  S::Options o;
+  o.scheme = S::Scheme::mx;
+  const auto x = row({500, 1});
+  auto q = S::quantize(x, o);
+  EXPECT_EQ(q.scales, Codes{0x7F});
+  EXPECT_EQ(q.codes[0], 0x7Eu);
+  o.mx_rule = S::MxRule::rceil;
+  q = S::quantize(x, o);
+  EXPECT_EQ(q.scales, Codes{0x80});
+  EXPECT_EQ(q.codes[0], 0x78u);
+  EXPECT_EQ(q.codes[1], 0x30u);  // 1 / 2 = 0.5 = 0x30
+}
+
+// Shared-scale boundaries per rule for e4m3 (emax 8): amax 256 = 2^8 gives 2^0 under floor and ceil;
+// 257 gives 2^0 (floor), 2^1 (ceil: a mantissa bit is set); torchao EVEN first adds 2^-4 to amax's
+// significand (half an ulp at e4m3's 3 mantissa bits) and keeps the exponent: 496 = 1.9375 * 2^8 carries
+// into 2^9, so 2^1, while 495 stays 2^0; amax 0 gives 2^-127 (code 0).
+TEST(Mx, ScaleBoundariesPerRule) {
+  EXPECT_EQ(S::mx_scale(256, F::e4m3, S::MxRule::floor), 127u);
+  EXPECT_EQ(S::mx_scale(256, F::e4m3, S::MxRule::ceil), 127u);
+  EXPECT_EQ(S::mx_scale(257, F::e4m3, S::MxRule::floor), 127u);
+  EXPECT_EQ(S::mx_scale(257, F::e4m3, S::MxRule::ceil), 128u);
+  EXPECT_EQ(S::mx_scale(496, F::e4m3, S::MxRule::even), 128u);
+  EXPECT_EQ(S::mx_scale(495, F::e4m3, S::MxRule::even), 127u);
+  EXPECT_EQ(S::mx_scale(0, F::e4m3, S::MxRule::floor), 0u);
+  EXPECT_EQ(S::mx_scale(0, F::e4m3, S::MxRule::rceil), 0u);
+  // e2m1 (emax 2): amax 6 gives 2^0 under floor; rceil: fp32(1/6) = 11184811 * 2^-26, times 6 is
+  // 1 + 2^-25, which rounds to 1.0 in fp32, so 2^0 as well; amax 7 gives 7/6 rounded up to 2^1.
+  EXPECT_EQ(S::mx_scale(6, F::e2m1, S::MxRule::floor), 127u);
+  EXPECT_EQ(S::mx_scale(6, F::e2m1, S::MxRule::rceil), 127u);
+  EXPECT_EQ(S::mx_scale(7, F::e2m1, S::MxRule::rceil), 128u);
+  // Non-finite amax: NaN gives 0xFF under every rule; Inf gives 0xFF under floor (torchao) and 0xFE under
+  // rceil (cvt.rp.satfinite turns Inf into the largest code, as TE does).
+  EXPECT_EQ(S::mx_scale(NAN, F::e4m3, S::MxRule::floor), 0xFFu);
+  EXPECT_EQ(S::mx_scale(INFINITY, F::e4m3, S::MxRule::floor), 0xFFu);
+  EXPECT_EQ(S::mx_scale(INFINITY, F::e4m3, S::MxRule::rceil), 0xFEu);
+}
+
+// NaN inside a block: scale-nan makes the scale 0xFF and the elements NaN (e4m3 0x7F); propagate takes
+// the scale from the finite elements (amax 1: 2^-8, code 0x77) and converts the NaN on its own.
+TEST(Mx, NonFiniteInBlock) {
+  S::Options o;
+  o.scheme = S::Scheme::mx;
+  const auto x = row({1, NAN});
+  auto q = S::quantize(x, o);
+  EXPECT_EQ(q.scales, Codes{0xFF});
+  EXPECT_EQ(q.codes, (Codes{0x7F, 0x7F}));
+  o.nonfinite = S::NonFinite::propagate;
+  q = S::quantize(x, o);
+  EXPECT_EQ(q.scales, Codes{0x77});              // floor(log2 1) - 8 = -8: code 127 - 8
+  EXPECT_EQ(q.codes, (Codes{0x78, 0x7F}));      // 1 / 2^-8 = 256 = 0x78; NaN keeps its own code
+}
+
+// TE per-tensor current scaling of [1, -2, 0.5] into e4m3: amax 2, scale = 448 / 2 = 224, elements 224
+// (0x76), -448 (0xFE), 112 (0x6E); the decode scale is fp32(1 / 224) = 0x3B924925 (numpy float32).
+// With force_pow_2 the scale keeps its exponent only: 128; elements 128 (0x70), -256 (0xF8), 64 (0x68);
+// decode scale 2^-7 = 0x3C000000.
+TEST(Tensor, TeScaleFromAmax) {
+  S::Options o;
+  o.scheme = S::Scheme::tensor;
+  auto q = S::quantize(row({1, -2, 0.5f}), o);
+  EXPECT_EQ(q.codes, (Codes{0x76, 0xFE, 0x6E}));
+  EXPECT_EQ(q.scales, Codes{0x3B924925u});
+  o.scale_format = S::ScaleFormat::pow2;
+  q = S::quantize(row({1, -2, 0.5f}), o);
+  EXPECT_EQ(q.codes, (Codes{0x70, 0xF8, 0x68}));
+  EXPECT_EQ(q.scales, Codes{0x3C000000u});
+  // amax 0 and amax Inf both give the scale 1.
+  EXPECT_EQ(S::scale_from_amax(0, 448, 0, false, 3.4e38f), 1.0f);
+  EXPECT_EQ(S::scale_from_amax(INFINITY, 448, 0, false, 3.4e38f), 1.0f);
+  EXPECT_EQ(S::scale_from_amax(NAN, 448, 0, false, 3.4e38f), 1.0f);
+  // An amax so small that 448 / amax overflows takes value_for_inf.
+  EXPECT_EQ(S::scale_from_amax(0x1p-149f, 448, 0, false, 1234.0f), 1234.0f);
+}
+
+// TE delayed scaling with a history of 4, algorithm max: the first step quantizes with the initial
+// scale 1 (1 -> 0x38, -2 -> 0xC0, 0.5 -> 0x30), records amax 2, sets the scale to 448 / 2 = 224, and rolls
+// [2, 0, 0, 0] into [0, 0, 0, 2].  The second step uses 224: 0x76, 0xFE, 0x6E.
+TEST(Delayed, HistoryRollsAndScaleUpdates) {
+  S::Options o;
+  o.scheme = S::Scheme::delayed;
+  S::DelayedState st;
+  st.history.assign(4, 0.0f);
+  auto q = S::quantize(row({1, -2, 0.5f}), o, nullptr, &st);
+  EXPECT_EQ(q.codes, (Codes{0x38, 0xC0, 0x30}));
+  EXPECT_EQ(st.scale, 224.0f);
+  EXPECT_EQ(st.history, (std::vector<float>{0, 0, 0, 2}));
+  q = S::quantize(row({1, -2, 0.5f}), o, nullptr, &st);
+  EXPECT_EQ(q.codes, (Codes{0x76, 0xFE, 0x6E}));
+  // A zero tensor leaves the scale as it is (amax must be finite and > 0): max over [0, 0, 2, 2] is 2.
+  st.max_algorithm = false;  // most_recent reads slot 0 only, which now holds 0
+  S::quantize(row({0, 0, 0}), o, nullptr, &st);
+  EXPECT_EQ(st.scale, 224.0f);
+}
+
+// NVFP4 (TE two-level): an all-ones 1x16 tensor has S_enc = 2688, block scale 448 (0x7E: 1 * (2688 *
+// fp32(1/6)) = 448 exactly in fp32), elements 6 (0x7), S_dec = fp32(1/2688) = 0x39C30C31 (numpy).  An
+// all-zero tensor has S_enc = 1, block scale 0x00, elements 0, S_dec = 1.0.
+TEST(Nvfp4, AllOnesAndAllZeros) {
+  S::Options o;
+  o.scheme = S::Scheme::nvfp4;
+  auto q = S::quantize(row(std::vector<float>(16, 1.0f)), o);
+  EXPECT_EQ(q.scales, Codes{0x7E});
+  EXPECT_EQ(q.codes, Codes(16, 0x7));
+  ASSERT_TRUE(q.tensor_scale.has_value());
+  EXPECT_EQ(*q.tensor_scale, 0x39C30C31u);
+  q = S::quantize(row(std::vector<float>(16, 0.0f)), o);
+  EXPECT_EQ(q.scales, Codes{0x00});
+  EXPECT_EQ(q.codes, Codes(16, 0x0));
+  EXPECT_EQ(*q.tensor_scale, 0x3F800000u);
+}
+
+// A zero block beside a non-zero one: the zero block's scale is 0; under the kernel rule its multiplier
+// is FLT_MAX (a non-zero element there would saturate to ±6); torchao's single level clamps the zero
+// block's scale to 2^-6 (e4m3 0x08).
+TEST(Nvfp4, ZeroBlockScale) {
+  std::vector<float> v(32, 0.0f);
+  for (int i = 16; i < 32; ++i) v[i] = 3.0f;
+  S::Options o;
+  o.scheme = S::Scheme::nvfp4;
+  auto q = S::quantize(row(v), o);
+  EXPECT_EQ(q.scales[0], 0x00u);
+  o.scheme = S::Scheme::nvfp4_1level;
+  q = S::quantize(row(v), o);
+  EXPECT_EQ(q.scales[0], 0x08u);
+  // 3 / 6 = 0.5 = e4m3 0x30; elements 3 / 0.5 = 6 = 0x7.
+  EXPECT_EQ(q.scales[1], 0x30u);
+  EXPECT_EQ(q.codes[16], 0x7u);
+}
+
+// DeepGEMM's ue8m0 block scales: amax 448 gives sf = 448 / 448 = 1 = 2^0 (code 127); amax 449 rounds up to
+// 2^1 (code 128); four codes per 32-bit word, the first in the low byte.
+TEST(Block, Ue8m0Packed) {
+  std::vector<float> v(4 * 128, 0.0f);
+  v[0] = 448;
+  v[128] = 449;
+  v[256] = 896;
+  v[384] = 0.5f;  // sf = 0.5 / 448 -> 2^-9 rounded up from 2^-9.807: code 127 - 9 = 118
+  S::Options o;
+  o.scheme = S::Scheme::block;
+  o.scale_format = S::ScaleFormat::ue8m0_packed;
+  const auto q = S::quantize(row(v), o);
+  EXPECT_EQ(q.scales, (Codes{127, 128, 128, 118}));
+  EXPECT_EQ(q.packed_scales, (std::vector<std::uint32_t>{0x7680807Fu}));
+}
+
+// ---- properties ----------------------------------------------------------------------------------
+
+std::uint64_t next(std::uint64_t& s) {
+  std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+float random_value(std::uint64_t& s) {
+  // Finite f32 values spread over many binades.
+  const auto e = static_cast<int>(next(s) % 40) - 20;
+  const float m = 1.0f + static_cast<float>(next(s) >> 41) * 0x1p-23f;
+  return ((next(s) & 1) ? -1.0f : 1.0f) * std::ldexp(m, e);
+}
+
+// Multiplying an MX block by 2^k (within range) moves only its scale.
+TEST(MxProperties, PowerOfTwoScalingMovesOnlyTheScale) {
+  std::uint64_t s = 1;
+  for (const lowbit::Format* el : {&F::e4m3, &F::e5m2, &F::e2m3, &F::e3m2, &F::e2m1, &F::int8}) {
+    for (int trial = 0; trial < 200; ++trial) {
+      std::vector<float> v(32);
+      for (float& x : v) x = random_value(s);
+      const int k = static_cast<int>(next(s) % 21) - 10;
+      std::vector<float> w(v);
+      for (float& x : w) x = std::ldexp(x, k);
+      S::Options o;
+      o.scheme = S::Scheme::mx;
+      o.element = el;
+      const auto a = S::quantize(row(v), o), b = S::quantize(row(w), o);
+      EXPECT_EQ(a.codes, b.codes) << el->name;
+      EXPECT_EQ(static_cast<int>(b.scales[0]) - static_cast<int>(a.scales[0]), k) << el->name;
+    }
+  }
+}
+
+// Permuting a block permutes its codes and keeps its scale.
+TEST(MxProperties, PermutationPermutesCodes) {
+  std::uint64_t s = 2;
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<float> v(32);
+    for (float& x : v) x = random_value(s);
+    std::vector<int> perm(32);
+    for (int i = 0; i < 32; ++i) perm[i] = i;
+    for (int i = 31; i > 0; --i) std::swap(perm[i], perm[next(s) % (i + 1)]);
+    std::vector<float> w(32);
+    for (int i = 0; i < 32; ++i) w[i] = v[perm[i]];
+    S::Options o;
+    o.scheme = S::Scheme::mx;
+    const auto a = S::quantize(row(v), o), b = S::quantize(row(w), o);
+    EXPECT_EQ(a.scales, b.scales);
+    for (int i = 0; i < 32; ++i) EXPECT_EQ(b.codes[i], a.codes[perm[i]]);
+  }
+}
+
+// Quantize, dequantize, quantize again: the same codes and scales.
+TEST(Properties, QuantizeDequantizeIsIdempotent) {
+  std::uint64_t s = 3;
+  // (MX only: an MX dequantized value code * 2^e is exact in f32, while NVFP4's code * scale * S_dec
+  // needs up to 30 significant bits and would be rounded on the way back.)
+  for (S::Scheme scheme : {S::Scheme::mx}) {
+    for (int trial = 0; trial < 100; ++trial) {
+      std::vector<float> v(64);
+      for (float& x : v) x = random_value(s);
+      S::Options o;
+      o.scheme = scheme;
+      const auto a = S::quantize(row(v), o);
+      const auto d = S::dequantize(a);
+      std::vector<float> w(d.begin(), d.end());
+      const auto b = S::quantize(row(w), o);
+      EXPECT_EQ(a.codes, b.codes) << S::name(scheme);
+      EXPECT_EQ(a.scales, b.scales) << S::name(scheme);
+    }
+  }
+}
+
+// Unsaturated elements dequantize within half a scaled ulp of the input (rne), checked for the per-tensor
+// scheme with power-of-two scales (so that x * scale is exact in fp32 and the bound is the element's).
+TEST(Properties, WithinHalfScaledUlp) {
+  std::uint64_t s = 4;
+  for (int trial = 0; trial < 100; ++trial) {
+    std::vector<float> v(64);
+    for (float& x : v) x = std::ldexp(random_value(s), -10);
+    S::Options o;
+    o.scheme = S::Scheme::tensor;
+    o.scale_format = S::ScaleFormat::pow2;
+    const auto q = S::quantize(row(v), o);
+    const auto d = S::dequantize(q);
+    const double inv = std::bit_cast<float>(static_cast<std::uint32_t>(q.scales[0]));
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const double scaled = static_cast<double>(v[i]) / inv;  // exact: inv is a power of two
+      const int e = std::max(static_cast<int>(std::floor(std::log2(std::fabs(scaled)))), -6);
+      const double half_ulp = std::ldexp(0.5, e - 3) * inv;
+      if (std::fabs(scaled) <= 448) {
+        EXPECT_LE(std::fabs(d[i] - v[i]), half_ulp) << v[i];
+      }
+    }
+  }
+}
+
+}  // namespace
