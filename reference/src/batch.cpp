@@ -58,6 +58,12 @@ struct Params {
   std::uint32_t sign_bit = 0;
   std::uint32_t twos_modulus = 0;  // 2^code_bits
   std::uint32_t code_mask = 0;
+  // Shortcuts (see Convert).
+  bool normalize_codes_only = false;  // normalise f32 subnormal inputs when only codes are produced
+  bool normalize_with_flags = false;  // ... when flags and ternary are produced too
+  bool zero_needs_blend = false;      // a zero input's result is not what the rounding steps give it
+  bool inf_needs_blend = false;       // an infinite input's result is not the overflow result
+  bool inf_needs_blend_codes = false; // ... its code is not the overflow code
   // Rules.
   bool no_zero = false;           // the exponent field 0 is a normal binade (e8m0)
   bool subnormal_results = false;  // the target has subnormals, so results can be tiny
@@ -70,6 +76,7 @@ struct Params {
   std::uint32_t zero[2] = {}, inf[2] = {}, overflow[2] = {}, flushed[2] = {}, smallest[2] = {};
   std::uint32_t unsigned_negative = 0;
   std::uint32_t nan_quiet[2] = {}, nan_signaling[2] = {};
+  bool nan_codes_differ = false;  // quiet and signaling NaNs give different codes (not only flags)
   bool nan_payload = false;  // IEEE target keeping the payload: code |= (f32 payload below quiet bit) >> rest_shift
   std::uint32_t nan_rest_shift = 0;
 };
@@ -172,25 +179,16 @@ HWY_INLINE MU RoundsAway(DU du, VU d, VI shift, VU clamped, MU lsb, MU negative,
 
 // Step 0: load N source values as f32-layout bits.  f16 is widened by integer arithmetic so that NaN
 // payloads and the signaling bit survive (F16C's vcvtph2ps would quiet a signaling NaN); its subnormals
-// become normal f32 values through an exact int -> float conversion.  daz_zero marks inputs that are
-// subnormal in the source format when the policy reads them as zero.
-HWY_INLINE VU LoadSource(DU du, const Params& c, const void* in, std::size_t i, MU* daz_zero) {
+// become normal f32 values through an exact int -> float conversion, so f16_subnormal marks them for
+// daz.  (f32 and bf16 subnormals are f32 subnormals; Convert finds those itself.)
+template <bool kSimple>
+HWY_INLINE VU LoadSource(DU du, const Params& c, const void* in, std::size_t i, MU* f16_subnormal) {
   const DI di;
   const DF df;
   const hn::Rebind<std::uint16_t, DU> d16;
-  if (c.source == Source::f32) {
-    const VU x = hn::LoadU(du, static_cast<const std::uint32_t*>(in) + i);
-    const VU a = hn::And(x, hn::Set(du, 0x7FFFFFFFu));
-    *daz_zero = hn::And(hn::Lt(a, hn::Set(du, 0x00800000u)), hn::Ne(a, hn::Zero(du)));
-    return x;
-  }
+  if (kSimple || c.source == Source::f32) return hn::LoadU(du, static_cast<const std::uint32_t*>(in) + i);
   const VU h = hn::PromoteTo(du, hn::LoadU(d16, static_cast<const std::uint16_t*>(in) + i));
-  if (c.source == Source::bf16) {
-    const VU x = hn::ShiftLeft<16>(h);
-    const VU a = hn::And(x, hn::Set(du, 0x7FFFFFFFu));
-    *daz_zero = hn::And(hn::Lt(a, hn::Set(du, 0x00800000u)), hn::Ne(a, hn::Zero(du)));
-    return x;
-  }
+  if (c.source == Source::bf16) return hn::ShiftLeft<16>(h);
   const VU mag = hn::And(h, hn::Set(du, 0x7FFFu));
   const VU field = hn::ShiftRight<10>(mag);
   const MU top = hn::Eq(field, hn::Set(du, 31u));
@@ -200,7 +198,7 @@ HWY_INLINE VU LoadSource(DU du, const Params& c, const void* in, std::size_t i, 
   // Subnormal: mag * 2^-24, exact as float(mag) with 24 taken off its exponent.
   const VU sub = hn::Sub(hn::BitCast(du, hn::ConvertTo(df, hn::BitCast(di, mag))), hn::Set(du, 24u << 23));
   x = hn::IfThenElse(low, hn::IfThenElseZero(hn::Ne(mag, hn::Zero(du)), sub), x);
-  *daz_zero = hn::And(low, hn::Ne(mag, hn::Zero(du)));
+  *f16_subnormal = hn::And(low, hn::Ne(mag, hn::Zero(du)));
   return hn::Or(x, hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u))));
 }
 
@@ -209,48 +207,108 @@ HWY_INLINE VU Pick(MU negative, std::uint32_t neg, std::uint32_t pos) {
   return hn::IfThenElse(negative, hn::Set(du, neg), hn::Set(du, pos));
 }
 
-// Steps 1-6 on one vector of f32-layout inputs; returns packed results.
-template <Rounding R, bool kFlags>
-HWY_INLINE VU Convert(DU du, const Params& c, VU x, MU daz_zero, VU r) {
+// Steps 1-6 on one vector of f32-layout inputs; returns packed results (only the code part when
+// kFlags is false).  kSimple: the common case (Simple() below), where most of the per-call choices are
+// known at compile time and the loop carries no branches for them.
+template <Rounding R, bool kFlags, bool kSimple>
+HWY_INLINE VU Convert(DU du, const Params& c, VU x, MU f16_subnormal, VU r) {
   const DI di;
   const DF df;
+  const bool normalize = !kSimple && (kFlags ? c.normalize_with_flags : c.normalize_codes_only);
+  const bool blend_zero = normalize || (!kSimple && c.zero_needs_blend);
+  const bool daz = !kSimple && c.daz;
+  const bool is_signed = kSimple || c.is_signed;
+  const bool twos_complement = !kSimple && c.twos_complement;
+  const bool ftz = !kSimple && c.ftz;
+  const bool no_zero = !kSimple && c.no_zero;
+  const bool unsigned_reject = !kSimple && c.unsigned_reject;
+  // Quiet and signaling NaNs differ in their flags, and in their codes where nan_codes_differ.
+  const bool nan_by_quiet_bit = kFlags || (!kSimple && c.nan_codes_differ);
+  const bool inf_needs_blend = kFlags ? c.inf_needs_blend : c.inf_needs_blend_codes;
+
   // (1) Classify.
   const MU neg_in = hn::RebindMask(du, hn::Lt(hn::BitCast(di, x), hn::Zero(di)));
-  const VU a = hn::And(x, hn::Set(du, 0x7FFFFFFFu));
+  VU a = hn::And(x, hn::Set(du, 0x7FFFFFFFu));
   const MU is_nan = hn::Gt(a, hn::Set(du, 0x7F800000u));
-  const MU is_inf = hn::Eq(a, hn::Set(du, 0x7F800000u));
-  MU is_zero = hn::Eq(a, hn::Zero(du));
-  if (c.daz) is_zero = hn::Or(is_zero, daz_zero);
+  if (daz) {
+    // Subnormal inputs read as zeros of their sign; from here on they are zeros like any other.
+    const MU sub_in = (!kSimple && c.source == Source::f16) ? f16_subnormal
+                                              : hn::And(hn::Lt(a, hn::Set(du, 0x00800000u)), hn::Ne(a, hn::Zero(du)));
+    a = hn::IfThenZeroElse(sub_in, a);
+  }
   // Unsigned targets round |x| (when the negative rule lets them proceed at all).
-  const MU neg = c.is_signed ? neg_in : hn::And(neg_in, hn::Not(neg_in));
+  const MU neg = is_signed ? neg_in : hn::And(neg_in, hn::Not(neg_in));
 
-  // (2) Normalise.  A subnormal f32 a * 2^-149 equals float(a) * 2^-149 exactly (a < 2^23), so its
-  // float bits less 149 in the exponent field give the same layout with a biased exponent <= 0.
-  const MU sub = hn::Lt(a, hn::Set(du, 0x00800000u));
-  const VU as_float = hn::BitCast(du, hn::ConvertTo(df, hn::BitCast(di, a)));
-  const VU a2 = hn::IfThenElse(sub, hn::Sub(as_float, hn::Set(du, 149u << 23)), a);
-  const VI eb = hn::ShiftRight<23>(hn::BitCast(di, a2));  // e + 127 (arithmetic shift)
-  const VU sig = hn::Or(hn::And(a2, hn::Set(du, 0x007FFFFFu)), hn::Set(du, 0x00800000u));
+  // (2) The biased exponent eb = e + 127 and the significand, value = sig * 2^(eb - 150).
+  VI eb;
+  VU sig;
+  if (normalize) {
+    // Normalise f32 subnormals: a * 2^-149 equals float(a) * 2^-149 exactly (a < 2^23), so the float's
+    // bits less 149 in the exponent field give the same layout with a biased exponent <= 0.  Needed
+    // where the exact exponent of such an input matters: a target whose binades reach below 2^-126, or
+    // its tininess, or the "below the smallest value" rule of a format without zero.
+    const MU sub = hn::Lt(a, hn::Set(du, 0x00800000u));
+    const VU as_float = hn::BitCast(du, hn::ConvertTo(df, hn::BitCast(di, a)));
+    const VU a2 = hn::IfThenElse(sub, hn::Sub(as_float, hn::Set(du, 149u << 23)), a);
+    eb = hn::ShiftRight<23>(hn::BitCast(di, a2));  // arithmetic shift
+    sig = hn::Or(hn::And(a2, hn::Set(du, 0x007FFFFFu)), hn::Set(du, 0x00800000u));
+  } else {
+    // IEEE layout as it is: a subnormal is mant * 2^(1 - 150), a zero is sig = 0.  Exact wherever
+    // the target's binades all lie at or above 2^-126 (the input's ulp is then never split wrongly);
+    // the classification of such inputs as below emin - 1 also holds when emin >= -124.
+    const VU field = hn::Max(hn::ShiftRight<23>(a), hn::Set(du, 1u));
+    sig = hn::Sub(a, hn::ShiftLeft<23>(hn::Sub(field, hn::Set(du, 1u))));
+    eb = hn::BitCast(di, field);
+  }
 
   // (3) Truncate.  t = emin - e; below the smallest normal binade the ulp stays at 2^(emin - m).
   const VI t = hn::Sub(hn::Set(di, c.emin_biased), eb);
   const VI shift = hn::Add(hn::Max(t, hn::Zero(di)), hn::Set(di, c.shift_base));
   const VU clamped = hn::BitCast(du, hn::Min(shift, hn::Set(di, 31)));
-  const VU kept = hn::Shr(sig, clamped);
-  const VU d = hn::And(sig, LowMask(du, clamped));
-  const VU binade = hn::BitCast(du, hn::Max(hn::Neg(t), hn::Zero(di)));  // eq - emin
-  const VU lower = hn::Add(hn::Add(hn::Shl(binade, hn::Set(du, static_cast<std::uint32_t>(c.mantissa_bits))), kept),
-                           hn::Set(du, c.lower_offset));
+  // The code of 2^max(e, emin) less the hidden bit (which `kept` brings).
+  const VU base = hn::Add(hn::Shl(hn::BitCast(du, hn::Max(hn::Neg(t), hn::Zero(di))),
+                                  hn::Set(du, static_cast<std::uint32_t>(c.mantissa_bits))),
+                          hn::Set(du, c.lower_offset));
 
   // (4) Decide.
-  const MU inexact = hn::Ne(d, hn::Zero(du));
-  const MU lsb = hn::TestBit(lower, hn::Set(du, 1u));
-  const MU away = RoundsAway<R>(du, d, shift, clamped, lsb, neg, inexact, r, c);
-  const VU magnitude = hn::IfThenElse(away, hn::Add(lower, hn::Set(du, 1u)), lower);
+  MU inexact = hn::And(neg_in, hn::Not(neg_in));
+  MU away = inexact;
+  VU magnitude;
+  bool by_addition = false;
+  if constexpr (!kFlags && R != Rounding::rto && !is_stochastic(R))
+    by_addition = R != Rounding::rne || c.mantissa_bits > 0;
+  if (by_addition) {
+    // Codes only: the classic rounding by addition, (sig + bias) >> shift, with bias 2^(shift-1) - 1
+    // plus the kept last bit (rne), 2^(shift-1) (rna), 2^shift - 1 (directed away) or 0.  The carry
+    // out of the kept bits moves into the next binade exactly as `lower + 1` does.  rne reads the last
+    // bit from `kept`, which equals the code's last bit when m >= 1.  sig < 2^24 and shift <= 31 keep
+    // the sum inside 32 bits.
+    const VU top = hn::Sub(hn::Set(du, 32u), clamped);
+    VU bias;
+    if constexpr (R == Rounding::rne)
+      bias = hn::Add(hn::Shr(hn::Set(du, 0x7FFFFFFFu), top), hn::And(hn::Shr(sig, clamped), hn::Set(du, 1u)));
+    else if constexpr (R == Rounding::rna)
+      bias = hn::Shl(hn::Set(du, 1u), hn::Sub(clamped, hn::Set(du, 1u)));
+    else if constexpr (R == Rounding::rup)
+      bias = hn::IfThenZeroElse(neg, hn::Shr(hn::Set(du, 0xFFFFFFFFu), top));
+    else if constexpr (R == Rounding::rdn)
+      bias = hn::IfThenElseZero(neg, hn::Shr(hn::Set(du, 0xFFFFFFFFu), top));
+    else
+      bias = hn::Zero(du);
+    magnitude = hn::Add(base, hn::Shr(hn::Add(sig, bias), clamped));
+  } else {
+    const VU kept = hn::Shr(sig, clamped);
+    const VU d = hn::Sub(sig, hn::Shl(kept, clamped));
+    const VU lower = hn::Add(base, kept);
+    inexact = hn::Ne(d, hn::Zero(du));
+    const MU lsb = hn::TestBit(lower, hn::Set(du, 1u));
+    away = RoundsAway<R>(du, d, shift, clamped, lsb, neg, inexact, r, c);
+    magnitude = hn::IfThenElse(away, hn::Add(lower, hn::Set(du, 1u)), lower);
+  }
 
   // (5) Tininess.
-  MU tiny = hn::And(inexact, hn::Not(inexact));
-  if ((kFlags || c.ftz) && c.subnormal_results) {
+  MU tiny = hn::And(neg_in, hn::Not(neg_in));
+  if ((kFlags || ftz) && c.subnormal_results) {
     if (c.tininess_before) {
       tiny = hn::RebindMask(du, hn::Gt(t, hn::Zero(di)));
     } else {
@@ -271,11 +329,11 @@ HWY_INLINE VU Convert(DU du, const Params& c, VU x, MU daz_zero, VU r) {
 
   // (6) Pack (rules::finish).
   VU code;
-  if (c.twos_complement) {
+  if (twos_complement) {
     const MU flip = hn::And(neg, hn::Ne(magnitude, hn::Zero(du)));
     code = hn::IfThenElse(flip, hn::And(hn::Sub(hn::Set(du, c.twos_modulus), magnitude), hn::Set(du, c.code_mask)),
                           magnitude);
-  } else if (c.is_signed) {
+  } else if (is_signed) {
     const MU with_sign = c.negative_zero ? neg : hn::And(neg, hn::Ne(magnitude, hn::Zero(du)));
     code = hn::Or(magnitude, hn::IfThenElseZero(with_sign, hn::Set(du, c.sign_bit)));
   } else {
@@ -291,21 +349,35 @@ HWY_INLINE VU Convert(DU du, const Params& c, VU x, MU daz_zero, VU r) {
         inexact, hn::IfThenElse(hn::Xor(away, neg), hn::Set(du, 0x01u << 24), hn::Set(du, 0xFFu << 24)));
     packed = hn::Or(packed, hn::Or(flags, ternary));
   }
-  if (c.ftz && c.subnormal_results) packed = hn::IfThenElse(tiny, Pick(neg, c.flushed[1], c.flushed[0]), packed);
-  const VU max = c.twos_complement ? Pick(neg, c.max_neg, c.max_pos) : hn::Set(du, c.max_pos);
+  if (ftz && c.subnormal_results) packed = hn::IfThenElse(tiny, Pick(neg, c.flushed[1], c.flushed[0]), packed);
+  const VU max = twos_complement ? Pick(neg, c.max_neg, c.max_pos) : hn::Set(du, c.max_pos);
   packed = hn::IfThenElse(hn::Gt(magnitude, max), Pick(neg, c.overflow[1], c.overflow[0]), packed);
-  if (c.no_zero)
+  if (no_zero)
     packed = hn::IfThenElse(hn::RebindMask(du, hn::Gt(t, hn::Zero(di))), Pick(neg, c.smallest[1], c.smallest[0]),
                             packed);
 
-  // Specials, in the reverse of the scalar path's order so that its first match wins.
-  packed = hn::IfThenElse(is_zero, Pick(neg_in, c.zero[1], c.zero[0]), packed);
-  packed = hn::IfThenElse(is_inf, Pick(neg_in, c.inf[1], c.inf[0]), packed);
-  if (c.unsigned_reject)
-    packed = hn::IfThenElse(hn::AndNot(is_zero, neg_in), hn::Set(du, c.unsigned_negative), packed);
-  const MU quiet = hn::TestBit(x, hn::Set(du, 0x00400000u));
-  VU nan = hn::IfThenElse(quiet, Pick(neg_in, c.nan_quiet[1], c.nan_quiet[0]),
-                          Pick(neg_in, c.nan_signaling[1], c.nan_signaling[0]));
+  // Specials, in the reverse of the scalar path's order so that its first match wins.  A zero comes
+  // out of the steps above as the zero code with no flags (sig = 0 is exact) unless its lane was
+  // normalised, flushed, or the format has no zero; an infinity as an overflow, which is the same
+  // result where the tables agree and 2^128 is beyond the format (Params::inf_needs_blend).
+  if (blend_zero || unsigned_reject) {
+    const MU is_zero = hn::Eq(a, hn::Zero(du));
+    if (blend_zero) packed = hn::IfThenElse(is_zero, Pick(neg_in, c.zero[1], c.zero[0]), packed);
+    if (inf_needs_blend)
+      packed = hn::IfThenElse(hn::Eq(a, hn::Set(du, 0x7F800000u)), Pick(neg_in, c.inf[1], c.inf[0]), packed);
+    if (unsigned_reject)
+      packed = hn::IfThenElse(hn::AndNot(is_zero, neg_in), hn::Set(du, c.unsigned_negative), packed);
+  } else if (inf_needs_blend) {
+    packed = hn::IfThenElse(hn::Eq(a, hn::Set(du, 0x7F800000u)), Pick(neg_in, c.inf[1], c.inf[0]), packed);
+  }
+  VU nan;
+  if (nan_by_quiet_bit) {
+    const MU quiet = hn::TestBit(x, hn::Set(du, 0x00400000u));
+    nan = hn::IfThenElse(quiet, Pick(neg_in, c.nan_quiet[1], c.nan_quiet[0]),
+                         Pick(neg_in, c.nan_signaling[1], c.nan_signaling[0]));
+  } else {
+    nan = Pick(neg_in, c.nan_quiet[1], c.nan_quiet[0]);  // signaling differs in its flags only
+  }
   if (c.nan_payload) {
     const VU rest = hn::Shr(hn::And(x, hn::Set(du, 0x003FFFFFu)), hn::Set(du, c.nan_rest_shift));
     nan = hn::Or(nan, rest);
@@ -313,19 +385,22 @@ HWY_INLINE VU Convert(DU du, const Params& c, VU x, MU daz_zero, VU r) {
   return hn::IfThenElse(is_nan, nan, packed);
 }
 
-template <Rounding R, bool kFlags>
-std::size_t Run(const Params& c, const void* in, std::size_t n, void* out, std::size_t out_bytes,
+template <Rounding R, bool kFlags, bool kSimple>
+std::size_t Loop(const Params& params, const void* in, std::size_t n, void* out, std::size_t out_bytes,
                 std::uint8_t* flags, std::int8_t* ternary, const std::uint32_t* rbits) {
+  // A local copy: the byte stores below may alias anything reached through a reference, which would
+  // make the compiler reload (and re-broadcast) every constant after each store.
+  const Params c = params;
   const DU du;
   const hn::Rebind<std::uint8_t, DU> d8;
   const hn::Rebind<std::uint16_t, DU> d16;
   const std::size_t lanes = hn::Lanes(du);
   std::size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
-    MU daz_zero;
-    const VU x = LoadSource(du, c, in, i, &daz_zero);
+    MU f16_subnormal = hn::FirstN(du, 0);
+    const VU x = LoadSource<kSimple>(du, c, in, i, &f16_subnormal);
     const VU r = is_stochastic(R) ? hn::LoadU(du, rbits + i) : hn::Zero(du);
-    const VU packed = Convert<R, kFlags>(du, c, x, daz_zero, r);
+    const VU packed = Convert<R, kFlags, kSimple>(du, c, x, f16_subnormal, r);
     if (out_bytes == 1) hn::StoreU(hn::TruncateTo(d8, packed), d8, static_cast<std::uint8_t*>(out) + i);
     else hn::StoreU(hn::TruncateTo(d16, packed), d16, static_cast<std::uint16_t*>(out) + i);
     if constexpr (kFlags) {
@@ -336,6 +411,21 @@ std::size_t Run(const Params& c, const void* in, std::size_t n, void* out, std::
     }
   }
   return i;
+}
+
+// The common case: f32 input, a signed sign-magnitude target with zero, no daz or ftz, no f32
+// subnormal normalisation, and (codes only) NaN codes that do not depend on the signaling bit.
+inline bool Simple(const Params& c, bool with_flags) {
+  return c.source == Source::f32 && !c.daz && !c.ftz && c.is_signed && !c.twos_complement && !c.no_zero &&
+         !(with_flags ? c.normalize_with_flags : c.normalize_codes_only) && !c.zero_needs_blend &&
+         (with_flags || !c.nan_codes_differ);
+}
+
+template <Rounding R, bool kFlags>
+std::size_t Run(const Params& c, const void* in, std::size_t n, void* out, std::size_t out_bytes,
+                std::uint8_t* flags, std::int8_t* ternary, const std::uint32_t* rbits) {
+  if (Simple(c, kFlags)) return Loop<R, kFlags, true>(c, in, n, out, out_bytes, flags, ternary, rbits);
+  return Loop<R, kFlags, false>(c, in, n, out, out_bytes, flags, ternary, rbits);
 }
 
 template <bool kFlags>
@@ -435,6 +525,15 @@ Params make_params(Source source, const Format& to, const Policy& p) {
     c.smallest[s] = pack(rules::smallest_result(to, neg_eff, flag::inexact | flag::underflow, 1));
     c.flushed[s] = pack(Result{to.encode(neg_eff, 0), flag::underflow | flag::inexact, rules::signed_ternary(neg_eff, -1)});
   }
+  const int emin = to.emin();
+  c.normalize_with_flags = emin < -124;
+  c.normalize_codes_only = emin < -126 || (emin < -124 && (c.ftz || c.no_zero));
+  c.zero_needs_blend = c.no_zero || c.ftz;
+  c.inf_needs_blend = !(c.inf[0] == c.overflow[0] && c.inf[1] == c.overflow[1] && to.emax() < 128);
+  c.inf_needs_blend_codes = !(((c.inf[0] ^ c.overflow[0]) & 0xFFFF) == 0 && ((c.inf[1] ^ c.overflow[1]) & 0xFFFF) == 0 &&
+                              to.emax() < 128);
+  c.nan_codes_differ = ((c.nan_quiet[0] ^ c.nan_signaling[0]) & 0xFFFF) != 0 ||
+                       ((c.nan_quiet[1] ^ c.nan_signaling[1]) & 0xFFFF) != 0;
   if (!to.is_signed()) {
     const auto o = rules::unsigned_negative(to, p);
     c.unsigned_reject = !o.proceed;
