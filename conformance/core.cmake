@@ -20,10 +20,6 @@ endif()
 
 # `lowbit conform` runs these checks through the library.
 if(TARGET lowbit)
-  get_target_property(_lowbit_sources lowbit SOURCES)
-  if(NOT "${_lowbit_sources}" MATCHES "conform\\.cpp")
-    target_sources(lowbit PRIVATE ${PROJECT_SOURCE_DIR}/tools/lowbit/conform.cpp)
-  endif()
   target_link_libraries(lowbit PRIVATE lowbit_checks)
 endif()
 
