@@ -248,7 +248,8 @@ Result round(const Format& to, const Value& x, const Policy& p, std::uint64_t rb
   if (!to.has_zero) lower -= mpz_class(1) << static_cast<mp_bitcnt_t>(m);
   const bool inexact = rem != 0;
   const bool lsb = mpz_odd_p(lower.get_mpz_t()) != 0;
-  const bool away = inexact && rounds_away(p.rounding, negative, lsb, rem, rbits, p.sr_bits);
+  bool away = inexact && rounds_away(p.rounding, negative, lsb, rem, rbits, p.sr_bits);
+  if (inexact && p.quirks.nozero_lowest_binade_rounds_up && !to.has_zero && e == emin) away = true;
 
   bool tiny = false;
   if (to.has_subnormals()) {
@@ -287,6 +288,12 @@ Result round(const Format& to, const Value& x, const Policy& p, std::uint64_t rb
     say(d);
   }
   return rules::finish(to, negative, mag, inexact, away, tiny, p);
+}
+
+Result convert(const Format& from, std::uint64_t code, const Format& to, const Policy& p, std::uint64_t rbits) {
+  // A conversion into the same format is a copy under profiles whose implementation copies (numpy).
+  if (p.quirks.identity_copies && same_format(from, to)) return {code, 0, 0};
+  return round(to, from_code(from, code, flushes_inputs(p.subnormals)), p, rbits);
 }
 
 std::string decimal(bool negative, const mpz_class& significand, long exponent) {

@@ -105,7 +105,8 @@ LOWBIT_HD constexpr Result round_to(const Format& to, const Unpacked& x, const P
 
   // (4) Decide.
   const bool inexact = d != 0;
-  const bool away = inexact && detail::rounds_away(p.rounding, negative, lower & 1, d, shift, rbits, p.sr_bits);
+  bool away = inexact && detail::rounds_away(p.rounding, negative, lower & 1, d, shift, rbits, p.sr_bits);
+  if (inexact && p.quirks.nozero_lowest_binade_rounds_up && !to.has_zero && e == emin) away = true;
 
   // (5) Tininess (never in a fixed-point format, where no binade is "normal").
   bool tiny = false;
@@ -128,8 +129,10 @@ LOWBIT_HD constexpr Result round_to(const Format& to, const Unpacked& x, const P
 }
 
 // Convert a valid code of `from` into `to`.
+// Convert a valid code of `from` into `to`.
 LOWBIT_HD constexpr Result convert(const Format& from, std::uint64_t code, const Format& to, const Policy& p,
                                    std::uint64_t rbits = 0) {
+  if (p.quirks.identity_copies && same_format(from, to)) return {code, 0, 0};
   return round_to(to, unpack(from, code, flushes_inputs(p.subnormals)), p, rbits);
 }
 

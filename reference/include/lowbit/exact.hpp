@@ -46,10 +46,7 @@ struct Trace {
 
 Result round(const Format& to, const Value& x, const Policy& p, std::uint64_t rbits = 0, Trace* trace = nullptr);
 
-inline Result convert(const Format& from, std::uint64_t code, const Format& to, const Policy& p,
-                      std::uint64_t rbits = 0) {
-  return round(to, from_code(from, code, flushes_inputs(p.subnormals)), p, rbits);
-}
+Result convert(const Format& from, std::uint64_t code, const Format& to, const Policy& p, std::uint64_t rbits = 0);
 
 // Exact decimal text of significand * 2^exponent ("-0.375", "448", "0.001953125").
 std::string decimal(bool negative, const mpz_class& significand, long exponent);

@@ -167,6 +167,13 @@ struct Format {
   }
 };
 
+// Whether two rows describe the same format (names aside).
+LOWBIT_HD constexpr bool same_format(const Format& a, const Format& b) {
+  return a.bits == b.bits && a.exponent_bits == b.exponent_bits && a.mantissa_bits == b.mantissa_bits &&
+         a.bias == b.bias && a.signedness == b.signedness && a.nan == b.nan && a.inf == b.inf &&
+         a.has_zero == b.has_zero && a.code_shift == b.code_shift;
+}
+
 // ---- the built-in rows (SEMANTICS.md §1) --------------------------------------------------------
 namespace formats {
 using S = Signedness;

@@ -66,6 +66,7 @@ enum class NanToNoNan : std::uint8_t {
 enum class NanStyle : std::uint8_t {
   preserve,           // keep the sign and the top payload bits, set the quiet bit (IEEE 754 §6.2.3)
   positive_all_ones,  // one canonical positive NaN with every mantissa bit set (CUDA: 0x7FFF, 0x7F)
+  quiet_signed,       // the quiet NaN of the input's sign, payload dropped (ml_dtypes' ConvertImpl)
 };
 // A negative value (not -0) into an unsigned format.
 enum class UnsignedNegative : std::uint8_t {
@@ -84,6 +85,15 @@ struct Quirks {
   NanStyle nan_style = NanStyle::preserve;
   UnsignedNegative unsigned_negative = UnsignedNegative::nan;
   ZeroIntoNoZero zero_into_no_zero = ZeroIntoNoZero::smallest;
+  // numpy's own f32/f64 -> float16 cast (npy_floatbits_to_halfbits): a NaN keeps its top 10 payload bits
+  // without setting the quiet bit, and an empty payload becomes 1 (f32 0x7FA00000 -> 0x7D00).
+  bool numpy_half_nan = false;
+  // A conversion from a format into itself copies the code, signaling NaNs included (numpy astype).
+  bool identity_copies = false;
+  // In a format without zero (e8m0), values strictly inside the lowest binade (2^-127, 2^-126) round up
+  // to 2^-126 whatever the rounding mode says (ml_dtypes' float8_e8m0fnu from f32/bf16 subnormals:
+  // 0x00400001..0x005FFFFF -> 0x01).
+  bool nozero_lowest_binade_rounds_up = false;
 };
 
 struct Policy {

@@ -65,6 +65,13 @@ LOWBIT_HD constexpr Result nan_result(const Format& to, const Unpacked& x, const
   }
   if (p.quirks.nan_style == NanStyle::positive_all_ones) return {to.nan_code(false, to.mantissa_mask()), sig, 0};
   if (to.nan != NanEncoding::ieee) return {to.nan_code(x.negative), sig, 0};
+  if (p.quirks.numpy_half_nan && to.exponent_bits == 5 && to.mantissa_bits == 10 && x.payload_bits > 10) {
+    std::uint64_t m = x.payload >> (x.payload_bits - 10);
+    if (m == 0) m = 1;
+    return {to.nan_code(x.negative, m), sig, 0};
+  }
+  if (p.quirks.nan_style == NanStyle::quiet_signed)
+    return {to.nan_code(x.negative, std::uint64_t{1} << (to.mantissa_bits - 1)), sig, 0};
   // IEEE target: quiet bit plus the top payload bits (the bits below the source's quiet bit).
   const int mt = to.mantissa_bits;
   std::uint64_t rest = 0;
