@@ -271,10 +271,13 @@ Result round(const Format& to, const Value& x, const Policy& p, std::uint64_t rb
   const std::uint64_t mag = rounded >= limit ? to.max_finite_magnitude(negative) + 1 : std::stoull(rounded.get_str());
 
   if (trace) {
-    const std::uint64_t lo = lower >= limit ? to.max_finite_magnitude(negative) + 1 : std::stoull(lower.get_str());
+    const std::uint64_t maxm = to.max_finite_magnitude(negative);
+    const std::uint64_t lo = lower >= limit ? maxm + 1 : std::stoull(lower.get_str());
     trace->has_neighbours = true;
-    trace->lower_code = to.encode(negative, lo);
-    trace->upper_code = to.encode(negative, lo + 1);
+    trace->lower_beyond_max = lo > maxm;
+    trace->upper_beyond_max = lo + 1 > maxm;
+    trace->lower_code = trace->lower_beyond_max ? 0 : to.encode(negative, lo);
+    trace->upper_code = trace->upper_beyond_max ? 0 : to.encode(negative, lo + 1);
     const mpq_class ulp = pow2(eq - m);
     mpq_class lo_val = mpq_class(n) * ulp;
     trace->lower = (negative ? "-" : "") + decimal(lo_val);

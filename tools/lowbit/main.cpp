@@ -675,8 +675,9 @@ void run_convert(const ConvertOptions& o) {
     if (o.trace) {
       s += "  input:     " + trace.input + "\n";
       if (trace.has_neighbours) {
-        s += "  lower:     " + trace.lower + " (" + hex_code(to, trace.lower_code) + ")\n";
-        s += "  upper:     " + trace.upper + " (" + hex_code(to, trace.upper_code) + ")\n";
+        const std::string beyond = "beyond the largest finite value";
+        s += "  lower:     " + trace.lower + " (" + (trace.lower_beyond_max ? beyond : hex_code(to, trace.lower_code)) + ")\n";
+        s += "  upper:     " + trace.upper + " (" + (trace.upper_beyond_max ? beyond : hex_code(to, trace.upper_code)) + ")\n";
         s += "  remainder: " + trace.remainder + " ulp\n";
       }
       s += "  decision:  " + trace.decision + "\n";

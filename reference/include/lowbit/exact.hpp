@@ -40,6 +40,8 @@ struct Trace {
   std::string lower, upper;   // the neighbours (values), when the input is finite and non-zero
   std::uint64_t lower_code = 0, upper_code = 0;
   bool has_neighbours = false;
+  // A neighbour past the largest finite value has no finite code (it is where overflow would land).
+  bool lower_beyond_max = false, upper_beyond_max = false;
   std::string remainder;      // dropped fraction of one ulp, as a fraction
   std::string decision;       // one sentence
 };
