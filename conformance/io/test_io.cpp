@@ -245,7 +245,8 @@ TEST(IoNumpy, ReadsNumpyFiles) {
     EXPECT_EQ(a.shape, (Shape{2, 3}));
     const std::vector<float> v = a.values<float>();
     ASSERT_EQ(v.size(), 6u);
-    for (int i = 0; i < 6; ++i) EXPECT_EQ(f32_bits(v[static_cast<std::size_t>(i)]), f32_bits(static_cast<float>(i) * 0.5f - 1.0f));
+    for (int i = 0; i < 6; ++i)
+      EXPECT_EQ(f32_bits(v[static_cast<std::size_t>(i)]), f32_bits(static_cast<float>(i) * 0.5f - 1.0f));
   }
   {
     const auto a = read("f16_4.npy", DType::f16);
@@ -395,7 +396,8 @@ TEST_F(IoTest, NpyHugeShapeRefusedBeforeAllocating) {
   const std::string p = path("bad.npy");
   const Bytes b = npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776,), }", {1, 2, 3, 4});
   spit(p, b);
-  expect_file_error([&] { lowbit::io::read_npy(p); }, p, "byte " + std::to_string(b.size()), "needs 4398046511104 bytes");
+  expect_file_error([&] { lowbit::io::read_npy(p); }, p, "byte " + std::to_string(b.size()),
+                    "needs 4398046511104 bytes");
 }
 
 TEST_F(IoTest, NpyUnknownDType) {
@@ -423,7 +425,8 @@ TEST_F(IoTest, NpyBadHeaderKeys) {
   spit(p, npy_bytes("{'descr': '<f4', 'shape': (1,), }", pattern(4, 1)));
   expect_file_error([&] { lowbit::io::read_npy(p); }, p, "key \"fortran_order\"", "missing");
   spit(p, npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'extra': 1}", pattern(4, 1)));
-  expect_file_error([&] { lowbit::io::read_npy(p); }, p, "key \"extra\"", "unexpected key in the .npy header (byte 75)");
+  expect_file_error([&] { lowbit::io::read_npy(p); }, p, "key \"extra\"",
+                    "unexpected key in the .npy header (byte 75)");
   spit(p, npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'extra': True}", pattern(4, 1)));
   expect_file_error([&] { lowbit::io::read_npy(p); }, p, "key \"extra\"", "unexpected key");
   spit(p, npy_bytes("{'descr': '<f4', 'fortran_order': 0, 'shape': (1,), }", pattern(4, 1)));
@@ -476,8 +479,10 @@ TEST_F(IoTest, SafetensorsRoundTripEveryDType) {
           Tensor{d, shape, pattern(static_cast<std::size_t>(*bytes), seed++)};
     }
   }
-  const std::map<std::string, std::string> meta{{"quantization_format", "nvfp4"}, {"block_size", "16"},
-                                                {"w.layout", "cublaslt-128x4"}, {"unicode", "\xc3\xa9t\xc3\xa9"}};
+  const std::map<std::string, std::string> meta{{"quantization_format", "nvfp4"},
+                                                {"block_size", "16"},
+                                                {"w.layout", "cublaslt-128x4"},
+                                                {"unicode", "\xc3\xa9t\xc3\xa9"}};
   const std::string p = path("all.safetensors");
   lowbit::io::write_safetensors(p, tensors, meta);
   const lowbit::io::Safetensors f = lowbit::io::read_safetensors(p);
@@ -508,9 +513,12 @@ TEST_F(IoTest, SafetensorsLayoutIsAligned) {
   EXPECT_EQ(header.front(), '{');
   // Widest first: b (f64) at 0, d (f32) at 8, c (f16) at 12, a (u8) at 14.
   EXPECT_NE(header.find("\"b\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}"), std::string::npos) << header;
-  EXPECT_NE(header.find("\"d\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}"), std::string::npos) << header;
-  EXPECT_NE(header.find("\"c\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[12,14]}"), std::string::npos) << header;
-  EXPECT_NE(header.find("\"a\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[14,17]}"), std::string::npos) << header;
+  EXPECT_NE(header.find("\"d\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}"), std::string::npos)
+      << header;
+  EXPECT_NE(header.find("\"c\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[12,14]}"), std::string::npos)
+      << header;
+  EXPECT_NE(header.find("\"a\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[14,17]}"), std::string::npos)
+      << header;
   EXPECT_EQ(header.find("__metadata__"), std::string::npos);  // absent when empty
   // No tensors at all: the reference writer's {} padded to 8.
   const Bytes empty = lowbit::io::encode_safetensors({});
@@ -548,7 +556,8 @@ TEST(IoSafetensors, ReadsTheReferenceImplementationsFile) {
 TEST_F(IoTest, SafetensorsWriterRefusesBadTensors) {
   const std::string p = path("out.safetensors");
   EXPECT_THROW(lowbit::io::write_safetensors(p, {{"x", Tensor{DType::f32, {2}, {1, 2, 3}}}}), std::invalid_argument);
-  EXPECT_THROW(lowbit::io::write_safetensors(p, {{"__metadata__", Tensor{DType::u8, {1}, {1}}}}), std::invalid_argument);
+  EXPECT_THROW(lowbit::io::write_safetensors(p, {{"__metadata__", Tensor{DType::u8, {1}, {1}}}}),
+               std::invalid_argument);
   EXPECT_THROW(lowbit::io::write_safetensors(p, {{"x", Tensor{DType::f4, {3}, {1, 2}}}}), std::invalid_argument);
   EXPECT_THROW(lowbit::io::write_npy(p, DType::f8_e4m3, Shape{1}, Bytes{1}), std::invalid_argument);
   EXPECT_TRUE(listing().empty());
@@ -644,9 +653,9 @@ TEST_F(IoTest, SafetensorsHolesInTheBuffer) {
   const std::string header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                              R"("b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})";
   spit(p, st_bytes(header, pattern(20, 1)));
-  expect_file_error([&] { lowbit::io::read_safetensors(p); }, p, "key \"b.data_offsets\"",
-                    "bytes [8, 12) of the data buffer (from byte " + std::to_string(8 + header.size() + 8) +
-                        ") belong to no tensor");
+  expect_file_error(
+      [&] { lowbit::io::read_safetensors(p); }, p, "key \"b.data_offsets\"",
+      "bytes [8, 12) of the data buffer (from byte " + std::to_string(8 + header.size() + 8) + ") belong to no tensor");
   spit(p, st_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", pattern(12, 1)));
   expect_file_error([&] { lowbit::io::read_safetensors(p); }, p, "key \"a.data_offsets\"", "bytes [0, 4)");
   // Bytes after the last tensor.
@@ -684,7 +693,8 @@ TEST_F(IoTest, SafetensorsDTypeMismatchAndMissingNames) {
   expect_file_error([&] { f.tensor("w.data", DType::f8_e4m3); }, p, "key \"w.data.dtype\"",
                     "dtype mismatch: expected F8_E4M3, the file holds U8");
   expect_file_error([&] { f.tensor("w.block_scales"); }, p, "key \"w.block_scales\"", "no such tensor");
-  expect_file_error([&] { f.meta_at("quantization_format"); }, p, "key \"__metadata__.quantization_format\"", "missing");
+  expect_file_error([&] { f.meta_at("quantization_format"); }, p, "key \"__metadata__.quantization_format\"",
+                    "missing");
 }
 
 TEST_F(IoTest, SafetensorsDuplicatedKeys) {
@@ -731,7 +741,11 @@ TEST_F(IoTest, FailedRenameRemovesTheTemporary) {
   // The destination is a non-empty directory: everything is written, then rename fails.
   fs::create_directories(dir_ / "taken" / "inside");
   const std::string p = path("taken");
-  expect_file_error([&] { lowbit::io::write_safetensors(p, {{"x", Tensor{DType::u8, {1}, {1}}}}); }, p, "", "cannot rename");
+  expect_file_error(
+      [&] {
+        lowbit::io::write_safetensors(p, {{"x", Tensor{DType::u8, {1}, {1}}}});
+      },
+      p, "", "cannot rename");
   EXPECT_EQ(listing(), std::vector<std::string>{"taken"});
 }
 
@@ -798,13 +812,15 @@ TEST_F(IoTest, OverwriteReplacesTheWholeFile) {
 
 TEST_F(IoTest, NumpyAndSafetensorsReadOurFiles) {
   if (std::system("python3 -c 'import numpy' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 with numpy not found";
-  lowbit::io::write_npy(path("f.npy"), Tensor::from_values<float>(DType::f32, {2, 2}, std::vector<float>{1, -2, 0.5f, 3}));
+  lowbit::io::write_npy(path("f.npy"),
+                        Tensor::from_values<float>(DType::f32, {2, 2}, std::vector<float>{1, -2, 0.5f, 3}));
   lowbit::io::write_npy(path("s.npy"), DType::f64, Shape{}, Bytes{0, 0, 0, 0, 0, 0, 0x10, 0x40});  // 4.0
   lowbit::io::write_npy(path("e.npy"), DType::u8, Shape{3, 0}, Bytes{});
-  lowbit::io::write_safetensors(path("c.safetensors"),
-                                {{"w.data", Tensor{DType::u8, {2, 2}, {1, 2, 3, 4}}},
-                                 {"w.tensor_scale", Tensor::from_values<float>(DType::f32, {}, std::vector<float>{0.25f})}},
-                                {{"quantization_format", "mxfp8"}});
+  lowbit::io::write_safetensors(
+      path("c.safetensors"),
+      {{"w.data", Tensor{DType::u8, {2, 2}, {1, 2, 3, 4}}},
+       {"w.tensor_scale", Tensor::from_values<float>(DType::f32, {}, std::vector<float>{0.25f})}},
+      {{"quantization_format", "mxfp8"}});
   const std::string script = path("check.py");
   std::ofstream(script) << "import json, struct, sys\n"
                            "import numpy as np\n"

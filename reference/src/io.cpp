@@ -140,24 +140,12 @@ struct DTypeRow {
 };
 
 constexpr std::array<DTypeRow, 19> kDTypes{{
-    {DType::boolean, 8, "BOOL", "|b1"},
-    {DType::u8, 8, "U8", "|u1"},
-    {DType::i8, 8, "I8", "|i1"},
-    {DType::u16, 16, "U16", "<u2"},
-    {DType::i16, 16, "I16", "<i2"},
-    {DType::u32, 32, "U32", "<u4"},
-    {DType::i32, 32, "I32", "<i4"},
-    {DType::u64, 64, "U64", "<u8"},
-    {DType::i64, 64, "I64", "<i8"},
-    {DType::f16, 16, "F16", "<f2"},
-    {DType::bf16, 16, "BF16", "<u2"},
-    {DType::f32, 32, "F32", "<f4"},
-    {DType::f64, 64, "F64", "<f8"},
-    {DType::f8_e4m3, 8, "F8_E4M3", ""},
-    {DType::f8_e5m2, 8, "F8_E5M2", ""},
-    {DType::f8_e8m0, 8, "F8_E8M0", ""},
-    {DType::f6_e2m3, 6, "F6_E2M3", ""},
-    {DType::f6_e3m2, 6, "F6_E3M2", ""},
+    {DType::boolean, 8, "BOOL", "|b1"}, {DType::u8, 8, "U8", "|u1"},        {DType::i8, 8, "I8", "|i1"},
+    {DType::u16, 16, "U16", "<u2"},     {DType::i16, 16, "I16", "<i2"},     {DType::u32, 32, "U32", "<u4"},
+    {DType::i32, 32, "I32", "<i4"},     {DType::u64, 64, "U64", "<u8"},     {DType::i64, 64, "I64", "<i8"},
+    {DType::f16, 16, "F16", "<f2"},     {DType::bf16, 16, "BF16", "<u2"},   {DType::f32, 32, "F32", "<f4"},
+    {DType::f64, 64, "F64", "<f8"},     {DType::f8_e4m3, 8, "F8_E4M3", ""}, {DType::f8_e5m2, 8, "F8_E5M2", ""},
+    {DType::f8_e8m0, 8, "F8_E8M0", ""}, {DType::f6_e2m3, 6, "F6_E2M3", ""}, {DType::f6_e3m2, 6, "F6_E3M2", ""},
     {DType::f4, 4, "F4", ""},
 }};
 
@@ -195,8 +183,7 @@ struct PyValue {
 
 class DictParser {
  public:
-  DictParser(std::string_view text, std::uint64_t base, const std::string& path)
-      : s_(text), base_(base), path_(path) {}
+  DictParser(std::string_view text, std::uint64_t base, const std::string& path) : s_(text), base_(base), path_(path) {}
 
   std::map<std::string, PyValue> parse() {
     std::map<std::string, PyValue> out;
@@ -211,7 +198,8 @@ class DictParser {
       expect(':');
       skip_space();
       PyValue v = value();
-      if (out.count(key)) fail_key(path_, key, "duplicated key in the .npy header (byte " + std::to_string(key_at) + ")");
+      if (out.count(key))
+        fail_key(path_, key, "duplicated key in the .npy header (byte " + std::to_string(key_at) + ")");
       out.emplace(key, std::move(v));
       skip_space();
       if (peek() == ',') {
@@ -379,7 +367,9 @@ NpyArray parse_npy_source(Source& src, const std::string& path) {
   const std::uint64_t hlen = load_le(pre.data() + 8, len_bytes);
   const std::uint64_t hstart = 8 + static_cast<std::uint64_t>(len_bytes);
   if (hlen > kMaxHeaderBytes)
-    fail_at(path, 8, "header length " + std::to_string(hlen) + " exceeds the limit of " + std::to_string(kMaxHeaderBytes) + " bytes");
+    fail_at(path, 8,
+            "header length " + std::to_string(hlen) + " exceeds the limit of " + std::to_string(kMaxHeaderBytes) +
+                " bytes");
   if (hstart + hlen > size)
     fail_at(path, 8,
             "header length " + std::to_string(hlen) + " runs past the end of the file (" + std::to_string(size) +
@@ -419,8 +409,9 @@ NpyArray parse_npy_source(Source& src, const std::string& path) {
   const std::uint64_t avail = size - dstart;
   if (*nbytes > avail)
     fail_at(path, size,
-            "truncated data: shape " + shape_text(a.shape) + " of '" + descr.text + "' needs " + std::to_string(*nbytes) +
-                " bytes from byte " + std::to_string(dstart) + ", the file holds " + std::to_string(avail));
+            "truncated data: shape " + shape_text(a.shape) + " of '" + descr.text + "' needs " +
+                std::to_string(*nbytes) + " bytes from byte " + std::to_string(dstart) + ", the file holds " +
+                std::to_string(avail));
   if (*nbytes < avail)
     fail_at(path, dstart + *nbytes,
             std::to_string(avail - *nbytes) + " bytes follow the data that shape " + shape_text(a.shape) + " declares");
@@ -442,7 +433,8 @@ void require_npy_dtype(NpyArray& a, DType expected) {
 std::string npy_header(DType dtype, std::span<const std::uint64_t> shape) {
   const std::optional<std::string_view> descr = npy_descr(dtype);
   if (!descr) throw std::invalid_argument("write_npy: .npy cannot hold dtype " + std::string{dtype_name(dtype)});
-  std::string dict = "{'descr': '" + std::string{*descr} + "', 'fortran_order': False, 'shape': " + shape_text(shape) + ", }";
+  std::string dict =
+      "{'descr': '" + std::string{*descr} + "', 'fortran_order': False, 'shape': " + shape_text(shape) + ", }";
   // Version 1.0 when the header length fits in 2 bytes, else 2.0; the whole preamble is padded with
   // spaces to a multiple of 64 bytes and ends with '\n', as numpy writes it.
   for (int major : {1, 2}) {
@@ -467,12 +459,15 @@ std::string npy_header(DType dtype, std::span<const std::uint64_t> shape) {
 
 void check_payload(DType dtype, std::span<const std::uint64_t> shape, std::size_t nbytes, const char* who) {
   const std::optional<std::uint64_t> count = element_count(shape);
-  if (!count) throw std::invalid_argument(std::string{who} + ": the product of shape " + shape_text(shape) + " overflows 64 bits");
+  if (!count)
+    throw std::invalid_argument(std::string{who} + ": the product of shape " + shape_text(shape) +
+                                " overflows 64 bits");
   const std::optional<std::uint64_t> need = byte_count(dtype, *count);
   if (!need || *need != nbytes)
-    throw std::invalid_argument(std::string{who} + ": shape " + shape_text(shape) + " of " + std::string{dtype_name(dtype)} +
-                                " needs " + (need ? std::to_string(*need) : std::string{"an overflowing number of"}) +
-                                " bytes, " + std::to_string(nbytes) + " given");
+    throw std::invalid_argument(std::string{who} + ": shape " + shape_text(shape) + " of " +
+                                std::string{dtype_name(dtype)} + " needs " +
+                                (need ? std::to_string(*need) : std::string{"an overflowing number of"}) + " bytes, " +
+                                std::to_string(nbytes) + " given");
 }
 
 // ---- safetensors ---------------------------------------------------------------------------------
@@ -494,9 +489,7 @@ json parse_header_json(std::string_view text, std::uint64_t base, const std::str
   };
   json::parser_callback_t cb = [&](int, json::parse_event_t event, json& parsed) {
     switch (event) {
-      case json::parse_event_t::object_start:
-        frames.emplace_back();
-        break;
+      case json::parse_event_t::object_start: frames.emplace_back(); break;
       case json::parse_event_t::object_end:
         if (!frames.empty()) frames.pop_back();
         break;
@@ -506,8 +499,7 @@ json parse_header_json(std::string_view text, std::uint64_t base, const std::str
         frames.back().key = key;
         break;
       }
-      default:
-        break;
+      default: break;
     }
     return true;
   };
@@ -528,7 +520,8 @@ struct Entry {
 };
 
 std::uint64_t json_u64(const json& v, const std::string& path, const std::string& key, const char* what) {
-  if (!v.is_number_unsigned()) fail_key(path, key, std::string{what} + " must be a non-negative 64-bit integer, found " + v.dump());
+  if (!v.is_number_unsigned())
+    fail_key(path, key, std::string{what} + " must be a non-negative 64-bit integer, found " + v.dump());
   return v.get<std::uint64_t>();
 }
 
@@ -540,7 +533,9 @@ Safetensors parse_safetensors_source(Source& src, const std::string& path) {
   src.read(0, 8, len.data());
   const std::uint64_t n = load_le(len.data(), 8);
   if (n > kMaxHeaderBytes)
-    fail_at(path, 0, "header length " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxHeaderBytes) + " bytes");
+    fail_at(
+        path, 0,
+        "header length " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxHeaderBytes) + " bytes");
   if (8 + n > size)
     fail_at(path, 0,
             "header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(size) +
@@ -600,26 +595,28 @@ Safetensors parse_safetensors_source(Source& src, const std::string& path) {
                "end " + std::to_string(e.end) + " is before begin " + std::to_string(e.begin));
     if (e.end > buffer_len)
       fail_key(path, name + ".data_offsets",
-               "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] runs past the end of the data buffer (" +
-                   std::to_string(buffer_len) + " bytes from byte " + std::to_string(buffer_start) +
-                   "): truncated data or a header that lies");
+               "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                   "] runs past the end of the data buffer (" + std::to_string(buffer_len) + " bytes from byte " +
+                   std::to_string(buffer_start) + "): truncated data or a header that lies");
     if (e.end - e.begin != *nbytes)
       fail_key(path, name + ".data_offsets",
-               "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] holds " + std::to_string(e.end - e.begin) +
-                   " bytes, shape " + shape_text(e.shape) + " of " + std::string{dtype_name(e.dtype)} + " needs " +
-                   std::to_string(*nbytes));
+               "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] holds " +
+                   std::to_string(e.end - e.begin) + " bytes, shape " + shape_text(e.shape) + " of " +
+                   std::string{dtype_name(e.dtype)} + " needs " + std::to_string(*nbytes));
     entries.push_back(std::move(e));
   }
 
   // The buffer must be covered exactly: sorted by offsets, each tensor starts where the last ended.
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& l, const Entry& r) { return std::tie(l.begin, l.end, l.name) < std::tie(r.begin, r.end, r.name); });
+  std::sort(entries.begin(), entries.end(), [](const Entry& l, const Entry& r) {
+    return std::tie(l.begin, l.end, l.name) < std::tie(r.begin, r.end, r.name);
+  });
   std::uint64_t covered = 0;
   const Entry* prev = nullptr;
   for (const Entry& e : entries) {
     if (e.begin < covered)
-      fail_key(path, e.name + ".data_offsets",
-               "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] overlaps tensor \"" + prev->name + "\"");
+      fail_key(
+          path, e.name + ".data_offsets",
+          "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] overlaps tensor \"" + prev->name + "\"");
     if (e.begin > covered)
       fail_key(path, e.name + ".data_offsets",
                "bytes [" + std::to_string(covered) + ", " + std::to_string(e.begin) +
@@ -648,10 +645,12 @@ struct Layout {
   std::vector<std::pair<std::string, const Tensor*>> order;
 };
 
-Layout safetensors_layout(const std::map<std::string, Tensor>& tensors, const std::map<std::string, std::string>& metadata) {
+Layout safetensors_layout(const std::map<std::string, Tensor>& tensors,
+                          const std::map<std::string, std::string>& metadata) {
   Layout l;
   for (const auto& [name, t] : tensors) {
-    if (name == "__metadata__") throw std::invalid_argument("write_safetensors: a tensor may not be named __metadata__");
+    if (name == "__metadata__")
+      throw std::invalid_argument("write_safetensors: a tensor may not be named __metadata__");
     check_payload(t.dtype, t.shape, t.bytes.size(), "write_safetensors");
     l.order.emplace_back(name, &t);
   }
@@ -664,7 +663,8 @@ Layout safetensors_layout(const std::map<std::string, Tensor>& tensors, const st
   if (!metadata.empty()) h["__metadata__"] = metadata;
   std::uint64_t offset = 0;
   for (const auto& [name, t] : l.order) {
-    h[name] = {{"dtype", dtype_name(t->dtype)}, {"shape", t->shape}, {"data_offsets", {offset, offset + t->bytes.size()}}};
+    h[name] = {
+        {"dtype", dtype_name(t->dtype)}, {"shape", t->shape}, {"data_offsets", {offset, offset + t->bytes.size()}}};
     offset += t->bytes.size();
   }
   try {
@@ -673,7 +673,8 @@ Layout safetensors_layout(const std::map<std::string, Tensor>& tensors, const st
     throw std::invalid_argument(std::string{"write_safetensors: "} + e.what());
   }
   l.header.append((8 - l.header.size() % 8) % 8, ' ');
-  if (l.header.size() > kMaxHeaderBytes) throw std::invalid_argument("write_safetensors: header over 100,000,000 bytes");
+  if (l.header.size() > kMaxHeaderBytes)
+    throw std::invalid_argument("write_safetensors: header over 100,000,000 bytes");
   return l;
 }
 
@@ -758,7 +759,8 @@ NpyArray parse_npy(std::span<const std::uint8_t> file, const std::string& name) 
   return parse_npy_source(src, name);
 }
 
-std::vector<std::uint8_t> encode_npy(DType dtype, std::span<const std::uint64_t> shape, std::span<const std::uint8_t> bytes) {
+std::vector<std::uint8_t> encode_npy(DType dtype, std::span<const std::uint64_t> shape,
+                                     std::span<const std::uint8_t> bytes) {
   check_payload(dtype, shape, bytes.size(), "write_npy");
   const std::string header = npy_header(dtype, shape);
   std::vector<std::uint8_t> out(header.begin(), header.end());
@@ -766,14 +768,17 @@ std::vector<std::uint8_t> encode_npy(DType dtype, std::span<const std::uint64_t>
   return out;
 }
 
-void write_npy(const std::string& path, DType dtype, std::span<const std::uint64_t> shape, std::span<const std::uint8_t> bytes) {
+void write_npy(const std::string& path, DType dtype, std::span<const std::uint64_t> shape,
+               std::span<const std::uint8_t> bytes) {
   check_payload(dtype, shape, bytes.size(), "write_npy");
   const std::string header = npy_header(dtype, shape);
   const std::array<std::span<const std::uint8_t>, 2> parts{as_bytes(header), bytes};
   write_file_atomic(path, parts);
 }
 
-void write_npy(const std::string& path, const Tensor& tensor) { write_npy(path, tensor.dtype, tensor.shape, tensor.bytes); }
+void write_npy(const std::string& path, const Tensor& tensor) {
+  write_npy(path, tensor.dtype, tensor.shape, tensor.bytes);
+}
 
 // ---- public: safetensors -------------------------------------------------------------------------
 
@@ -787,7 +792,8 @@ const Tensor& Safetensors::tensor(const std::string& name, DType expected) const
   const Tensor& t = tensor(name);
   if (t.dtype != expected)
     fail_key(path, name + ".dtype",
-             "dtype mismatch: expected " + std::string{dtype_name(expected)} + ", the file holds " + std::string{dtype_name(t.dtype)});
+             "dtype mismatch: expected " + std::string{dtype_name(expected)} + ", the file holds " +
+                 std::string{dtype_name(t.dtype)});
   return t;
 }
 
@@ -856,7 +862,8 @@ void write_file_atomic(const std::string& path, std::span<const std::span<const 
   int fd = -1;
   for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
     std::ostringstream name;
-    name << "." << target.filename().string() << ".tmp-" << ::getpid() << "-" << counter++ << "-" << std::hex << (rng() & 0xffffffu);
+    name << "." << target.filename().string() << ".tmp-" << ::getpid() << "-" << counter++ << "-" << std::hex
+         << (rng() & 0xffffffu);
     tmp = (dir / name.str()).string();
     fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST) break;
@@ -870,7 +877,8 @@ void write_file_atomic(const std::string& path, std::span<const std::span<const 
     const int e = errno;
     if (fd >= 0) ::close(fd);
     ::unlink(tmp.c_str());
-    throw FileError(path, at_byte ? "byte " + std::to_string(written) : std::string{}, problem + ": " + std::strerror(e));
+    throw FileError(path, at_byte ? "byte " + std::to_string(written) : std::string{},
+                    problem + ": " + std::strerror(e));
   };
   for (const std::span<const std::uint8_t> part : parts) {
     std::size_t done = 0;

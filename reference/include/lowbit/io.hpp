@@ -166,9 +166,9 @@ std::vector<std::uint8_t> encode_npy(DType dtype, std::span<const std::uint64_t>
 // ---- safetensors -----------------------------------------------------------------------------
 
 struct Safetensors {
-  std::string path;                               // the file it came from, for messages
-  std::map<std::string, std::string> metadata;    // "__metadata__" (empty when absent)
-  std::map<std::string, Tensor> tensors;          // by name
+  std::string path;                             // the file it came from, for messages
+  std::map<std::string, std::string> metadata;  // "__metadata__" (empty when absent)
+  std::map<std::string, Tensor> tensors;        // by name
 
   bool contains(const std::string& name) const { return tensors.count(name) != 0; }
   // The named tensor; FileError naming the key when it is missing.
