@@ -212,7 +212,9 @@ std::vector<std::uint64_t> exact(const Matrix& a, const Matrix& b, const Matrix*
   const Format& out = o.out ? *o.out : formats::f32;
   const int m = a.rows, n = b.cols, kk = a.cols;
   std::vector<std::uint64_t> d(static_cast<std::size_t>(m) * n);
-  const bool plain = o.alpha == 0x3F800000u && (o.beta == 0 || !c);
+  // C accumulates as it is when beta is 1; any other alpha, beta or scale takes the rational route.
+  const bool plain = o.alpha == 0x3F800000u && o.scale_a == 0x3F800000u && o.scale_b == 0x3F800000u &&
+                     (!c || o.beta == 0x3F800000u);
   const std::vector<Unpacked> ua = unpack_all(a), ub = unpack_all(b);
 
   // Fast exact route: formats on a small integer grid whose products and K-sums stay below 2^53 are
@@ -251,9 +253,10 @@ std::vector<std::uint64_t> exact(const Matrix& a, const Matrix& b, const Matrix*
   }
 
   const Unpacked alpha = unpack(formats::f32, o.alpha), beta = unpack(formats::f32, o.beta);
-  if (alpha.cls == ValueClass::nan || alpha.cls == ValueClass::inf || beta.cls == ValueClass::nan ||
-      beta.cls == ValueClass::inf)
-    throw std::invalid_argument("alpha and beta must be finite");
+  const Unpacked sca = unpack(formats::f32, o.scale_a), scb = unpack(formats::f32, o.scale_b);
+  for (const Unpacked* u : {&alpha, &beta, &sca, &scb})
+    if (u->cls == ValueClass::nan || u->cls == ValueClass::inf)
+      throw std::invalid_argument("alpha, beta and the scales must be finite");
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
       Wide acc;
@@ -298,7 +301,10 @@ std::vector<std::uint64_t> exact(const Matrix& a, const Matrix& b, const Matrix*
         const exact::Value v = exact::from_unpacked(u);
         return u.negative ? mpq_class(-v.magnitude) : v.magnitude;
       };
-      mpq_class total = alpha.cls == ValueClass::finite ? acc.rational() * signed_value(alpha) : mpq_class(0);
+      const bool scaled_zero = alpha.cls != ValueClass::finite || sca.cls != ValueClass::finite ||
+                               scb.cls != ValueClass::finite;
+      mpq_class total =
+          scaled_zero ? mpq_class(0) : acc.rational() * signed_value(alpha) * signed_value(sca) * signed_value(scb);
       if (c && beta.cls == ValueClass::finite && uc.cls == ValueClass::finite) total += signed_value(beta) * signed_value(uc);
       exact::Value v;
       if (total != 0) {
@@ -643,6 +649,60 @@ std::vector<std::uint64_t> run_promoted(const TensorCoreModel& inner, int block,
       }
       d[static_cast<std::size_t>(i) * n + j] = float_bits(acc);
     }
+  return d;
+}
+
+std::vector<std::uint64_t> run_block_scaled(const TensorCoreModel& inner, const Matrix& a, const Matrix& b,
+                                            const Matrix& a_scales, const Matrix& b_scales, const Matrix* c) {
+  check_shapes(a, b, c);
+  if (inner.scale != BlockScale::none) throw std::invalid_argument("block scaling takes an unscaled inner model");
+  const int m = a.rows, n = b.cols, kk = a.cols;
+  const int kb = (kk + 127) / 128, nb = (n + 127) / 128;
+  if (a_scales.rows != m || a_scales.cols != kb)
+    throw std::invalid_argument("a_scales must be " + std::to_string(m) + "x" + std::to_string(kb));
+  if (b_scales.rows != kb || b_scales.cols != nb)
+    throw std::invalid_argument("b_scales must be " + std::to_string(kb) + "x" + std::to_string(nb));
+  const int g = inner.group;
+  std::vector<std::uint64_t> d(static_cast<std::size_t>(m) * n);
+  std::vector<std::uint64_t> ra(static_cast<std::size_t>(g)), rb(static_cast<std::size_t>(g));
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      float acc = c ? std::bit_cast<float>(static_cast<std::uint32_t>(c->at(i, j))) : 0.0f;
+      for (int blk = 0; blk < kb; ++blk) {
+        const int lo = blk * 128;
+        std::uint32_t partial = 0;
+        for (int glo = lo; glo < std::min(kk, lo + 128); glo += g) {
+          for (int k = 0; k < g; ++k) {
+            const bool in = glo + k < kk && glo + k < lo + 128;
+            ra[static_cast<std::size_t>(k)] = in ? a.at(i, glo + k) : a.format->encode(false, 0);
+            rb[static_cast<std::size_t>(k)] = in ? b.at(glo + k, j) : b.format->encode(false, 0);
+          }
+          partial = model_step(inner, *a.format, ra, *b.format, rb, partial);
+        }
+        const float sa = std::bit_cast<float>(static_cast<std::uint32_t>(a_scales.at(i, blk)));
+        const float sb = std::bit_cast<float>(static_cast<std::uint32_t>(b_scales.at(blk, j / 128)));
+        const float s = sa * sb;
+        acc = std::fmaf(s, std::bit_cast<float>(partial), acc);
+      }
+      d[static_cast<std::size_t>(i) * n + j] = float_bits(acc);
+    }
+  return d;
+}
+
+std::vector<std::uint64_t> apply_epilogue(const std::vector<std::uint64_t>& acc, const Matrix* c, std::uint32_t alpha,
+                                          std::uint32_t beta, std::uint32_t scale_a, std::uint32_t scale_b) {
+  const float s = std::bit_cast<float>(scale_a) * std::bit_cast<float>(scale_b);
+  const float f = s * std::bit_cast<float>(alpha);
+  const float bt = std::bit_cast<float>(beta);
+  std::vector<std::uint64_t> d(acc.size());
+  for (std::size_t i = 0; i < acc.size(); ++i) {
+    float v = f * std::bit_cast<float>(static_cast<std::uint32_t>(acc[i]));
+    if (c && beta != 0) {
+      const float t = bt * std::bit_cast<float>(static_cast<std::uint32_t>(c->codes[i]));
+      v = v + t;
+    }
+    d[i] = float_bits(v);
+  }
   return d;
 }
 

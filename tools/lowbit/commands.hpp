@@ -6,5 +6,9 @@ namespace lowbit::cli {
 
 // `lowbit conform`: defined in conform.cpp.
 void add_conform(CLI::App& app);
+// `lowbit gemm`: gemm_cmd.cpp.
+void add_gemm(CLI::App& app);
+// `lowbit quantize` and `lowbit dequantize`: quantize_cmd.cpp.
+void add_quantize(CLI::App& app);
 
 }  // namespace lowbit::cli

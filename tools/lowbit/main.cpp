@@ -736,6 +736,8 @@ int main(int argc, char** argv) {
   convert_cmd->add_flag("--trace", co.trace, "Explain each conversion");
 
   lowbit::cli::add_conform(app);
+  lowbit::cli::add_gemm(app);
+  lowbit::cli::add_quantize(app);
 
   // CLI11 reports a stray word as "a subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {

@@ -32,7 +32,11 @@ struct Matrix {
 // alpha and beta are f32 bit patterns (1.0f = 0x3F800000); C (optional) holds f32 codes.
 struct ExactOptions {
   std::uint32_t alpha = 0x3F800000u;
-  std::uint32_t beta = 0;
+  std::uint32_t beta = 0x3F800000u;
+  // Per-tensor scales as cuBLASLt's A/B scale pointers apply them: D = alpha * scale_a * scale_b * AB
+  // + beta * C, all exactly.
+  std::uint32_t scale_a = 0x3F800000u;
+  std::uint32_t scale_b = 0x3F800000u;
   const Format* out = nullptr;  // default f32
   Policy policy{};              // default rne
 };
@@ -103,5 +107,16 @@ std::vector<std::uint64_t> run_model(const TensorCoreModel& model, const Matrix&
 // the f32 scale factor (1.0f when unscaled).  C (optional) starts the accumulator.
 std::vector<std::uint64_t> run_promoted(const TensorCoreModel& inner, int block, const Matrix& a, const Matrix& b,
                                         const Matrix* c, std::uint32_t scale = 0x3F800000u);
+
+// DeepGEMM's block-scaled FP8 GEMM: A carries one f32 scale per row and 128-element K block
+// (a_scales: M x ceil(K/128), "1x128"), B one per 128x128 block (b_scales: ceil(K/128) x ceil(N/128));
+// each K block's model result is promoted with acc = fma(fp32(sa * sb), partial, acc).
+std::vector<std::uint64_t> run_block_scaled(const TensorCoreModel& inner, const Matrix& a, const Matrix& b,
+                                            const Matrix& a_scales, const Matrix& b_scales, const Matrix* c);
+
+// The per-tensor epilogue of a model's result (cuBLASLt-style scales, unconfirmed order):
+// d = fp32(fp32(fp32(scale_a * scale_b) * alpha) * acc), then + fp32(beta * c) when beta != 0.
+std::vector<std::uint64_t> apply_epilogue(const std::vector<std::uint64_t>& acc, const Matrix* c, std::uint32_t alpha,
+                                          std::uint32_t beta, std::uint32_t scale_a, std::uint32_t scale_b);
 
 }  // namespace lowbit::gemm

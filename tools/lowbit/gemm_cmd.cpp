@@ -1,0 +1,210 @@
+// `lowbit gemm`: the GEMM references and tensor-core models from the command line.
+#include <bit>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli_util.hpp"
+#include "commands.hpp"
+#include "lowbit/gemm.hpp"
+#include "lowbit/registry.hpp"
+
+namespace lowbit::cli {
+
+namespace {
+
+using json = nlohmann::json;
+using gemm::Matrix;
+
+struct GemmOptions {
+  std::string model;
+  std::string a = "-";
+  std::string out = "-";
+  bool list = false;
+  bool amax = false;
+};
+
+// Models beyond the tensor-core presets: the exact reference, f32 accumulation orders, promotion.
+struct ExtraModel {
+  const char* name;
+  const char* description;
+};
+const ExtraModel extra_models[] = {
+    {"exact", "exact sum of products (and C), rounded once to f32 with rne"},
+    {"f32-sequential", "acc = fl(acc + fl(a*b)) in K order"},
+    {"f32-fma", "acc = fmaf(a, b, acc) in K order"},
+    {"f32-pairwise", "products fl(a*b) summed by recursive halving"},
+    {"f32-splitk4", "four contiguous K slices, each sequential, then summed in order"},
+    {"f32-blocked128", "each 128-element block summed exactly and rounded to f32, then added in f32"},
+    {"hopper-fp8-promote128", "hopper-fp8 inside 128-element blocks from zero, each promoted with an fp32 FMA"},
+    {"hopper-fp8-blockscaled", "DeepGEMM: hopper-fp8 per 128-block, promoted with fp32(sa*sb) (1x128 / 128x128 f32 scales)"},
+};
+
+Matrix read_matrix(const json& j, const std::string& key, const Format& f, int rows, int cols) {
+  if (!j.contains(key)) throw InputError("\"" + key + "\": missing");
+  const json& arr = j.at(key);
+  if (!arr.is_array()) throw InputError("\"" + key + "\": expected an array of \"0x...\" codes");
+  const std::size_t want = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  if (arr.size() != want)
+    throw InputError("\"" + key + "\": " + std::to_string(arr.size()) + " codes, expected " + std::to_string(want) +
+                     " (" + std::to_string(rows) + " x " + std::to_string(cols) + ")");
+  Matrix m{&f, rows, cols, std::vector<std::uint64_t>(want)};
+  for (std::size_t i = 0; i < want; ++i) {
+    const std::string what = "\"" + key + "\"[" + std::to_string(i) + "]";
+    const std::uint64_t c = parse_hex_field(arr[i], what, f.storage_bits());
+    if (!f.valid_code(c)) throw InputError(what + ": not a valid " + std::string(f.name) + " code");
+    m.codes[i] = c;
+  }
+  return m;
+}
+
+int read_dim(const json& j, const char* key) {
+  if (!j.contains(key)) throw InputError(std::string("\"") + key + "\": missing");
+  const json& v = j.at(key);
+  if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > (1 << 20))
+    throw InputError(std::string("\"") + key + "\": expected an integer in 1..2^20");
+  return static_cast<int>(v.get<long long>());
+}
+
+const Format& read_format(const json& j, const char* key, const char* fallback) {
+  std::string name = fallback;
+  if (j.contains(key)) {
+    if (!j.at(key).is_string()) throw InputError(std::string("\"") + key + "\": expected a format name");
+    name = j.at(key).get<std::string>();
+  }
+  const Format* f = find_format(name);
+  if (!f) throw InputError(std::string("\"") + key + "\": unknown format '" + name + "'");
+  if (f->mantissa_bits > 23) throw InputError(std::string("\"") + key + "\": " + f->name + " is wider than f32");
+  return *f;
+}
+
+std::uint32_t read_f32(const json& j, const char* key, std::uint32_t fallback) {
+  if (!j.contains(key)) return fallback;
+  return static_cast<std::uint32_t>(parse_hex_field(j.at(key), std::string("\"") + key + "\"", 32));
+}
+
+void write_result(const GemmOptions& o, const std::vector<std::uint64_t>& d, bool f16_out) {
+  json out;
+  out["d"] = json::array();
+  float amax = 0;
+  for (std::uint64_t v : d) {
+    out["d"].push_back(hex(v, f16_out ? 4 : 8));
+    const float x = f16_out ? 0.0f : std::bit_cast<float>(static_cast<std::uint32_t>(v));
+    amax = std::fmax(amax, std::fabs(x));  // fmaxf: a NaN element is ignored
+  }
+  if (o.amax && !f16_out) out["amax_d"] = hex(std::bit_cast<std::uint32_t>(amax), 8);
+  write_all(o.out, out.dump() + "\n", "--out");
+}
+
+void run_gemm(const GemmOptions& o) {
+  if (o.list) {
+    std::string s;
+    for (const auto& m : extra_models) s += std::string(m.name) + "\t" + m.description + "\n";
+    for (const auto& m : gemm::models())
+      s += std::string(m.name) + "\tk=" + std::to_string(m.group) + " F=" + std::to_string(m.fraction_bits) + "; " +
+           m.source + "\n";
+    write_all("-", s, "--out");
+    return;
+  }
+  if (o.model.empty()) throw InputError("--model: required (see lowbit gemm --list-models)");
+  if (o.a != "-") throw InputError("--a: only '-' (one JSON object on stdin) is supported so far");
+  const std::string text = read_all(o.a, "--a");
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw InputError(std::string("--a: malformed JSON at byte ") + std::to_string(e.byte) + ": " + e.what());
+  }
+  if (!j.is_object()) throw InputError("--a: expected one JSON object");
+  const int m = read_dim(j, "m"), n = read_dim(j, "n"), k = read_dim(j, "k");
+  const Format& fa = read_format(j, "a_format", "e4m3");
+  const Format& fb = read_format(j, "b_format", "e4m3");
+  const Matrix a = read_matrix(j, "a", fa, m, k);
+  const Matrix b = read_matrix(j, "b", fb, k, n);
+  std::unique_ptr<Matrix> c;
+  if (j.contains("c")) c = std::make_unique<Matrix>(read_matrix(j, "c", formats::f32, m, n));
+  // D = alpha * scale_a * scale_b * (A B) + beta * C; beta defaults to 1 when C is given (C accumulates,
+  // as a tensor core's D = A B + C does) and to 0 otherwise.
+  constexpr std::uint32_t one = 0x3F800000u;
+  const std::uint32_t alpha = read_f32(j, "alpha", one), beta = read_f32(j, "beta", c ? one : 0);
+  const std::uint32_t sa = read_f32(j, "scale_a", one), sb = read_f32(j, "scale_b", one);
+  // Without an epilogue, C enters the accumulation itself; with one, the model runs from zero and the
+  // epilogue (gemm::apply_epilogue) combines its result with C.
+  const bool epilogue = alpha != one || (c && beta != one) || sa != one || sb != one;
+  const Matrix* cin = epilogue ? nullptr : c.get();
+
+  std::vector<std::uint64_t> d;
+  const std::string& name = o.model;
+  auto order = [&](gemm::Order ord) {
+    gemm::OrderOptions oo;
+    oo.order = ord;
+    return gemm::accumulate(a, b, cin, oo);
+  };
+  const gemm::TensorCoreModel* tc = gemm::find_model(name);
+  const gemm::TensorCoreModel& hopper = *gemm::find_model("hopper-fp8");
+  std::uint32_t esa = sa, esb = sb;  // the scales left for the epilogue
+  if (name == "exact") {
+    gemm::ExactOptions eo;
+    eo.alpha = alpha;
+    eo.beta = beta;
+    eo.scale_a = sa;
+    eo.scale_b = sb;
+    write_result(o, gemm::exact(a, b, c.get(), eo), false);
+    return;
+  } else if (name == "f32-sequential") {
+    d = order(gemm::Order::sequential);
+  } else if (name == "f32-fma") {
+    d = order(gemm::Order::sequential_fma);
+  } else if (name == "f32-pairwise") {
+    d = order(gemm::Order::pairwise);
+  } else if (name == "f32-splitk4") {
+    d = order(gemm::Order::split_k);
+  } else if (name == "f32-blocked128") {
+    d = order(gemm::Order::blocked);
+  } else if (name == "hopper-fp8-promote128") {
+    // The promotion multiplies each block by s = fp32(scale_a * scale_b) (DeepGEMM's FMA).
+    const float s = std::bit_cast<float>(sa) * std::bit_cast<float>(sb);
+    d = gemm::run_promoted(hopper, 128, a, b, cin, std::bit_cast<std::uint32_t>(s));
+    esa = esb = one;
+  } else if (name == "hopper-fp8-blockscaled") {
+    const int kb = (k + 127) / 128, nb = (n + 127) / 128;
+    const Matrix as = read_matrix(j, "a_scales", formats::f32, m, kb);
+    const Matrix bs = read_matrix(j, "b_scales", formats::f32, kb, nb);
+    d = gemm::run_block_scaled(hopper, a, b, as, bs, cin);
+  } else if (tc && tc->scale != gemm::BlockScale::none) {
+    const Format& sf = read_format(j, "scale_format", tc->scale_block == 16 ? "ue4m3" : "e8m0");
+    const int blk = j.contains("scale_block") ? read_dim(j, "scale_block") : tc->scale_block;
+    if (blk != tc->scale_block)
+      throw InputError("\"scale_block\": model " + name + " uses " + std::to_string(tc->scale_block));
+    const int kb = (k + blk - 1) / blk;
+    const Matrix as = read_matrix(j, "a_scales", sf, m, kb);
+    const Matrix bs = read_matrix(j, "b_scales", sf, kb, n);
+    d = gemm::run_model(*tc, a, b, cin, &as, &bs);
+  } else if (tc) {
+    d = gemm::run_model(*tc, a, b, cin);
+  } else {
+    throw InputError("--model: unknown model '" + name + "' (see lowbit gemm --list-models)");
+  }
+  const bool f16_out = tc && tc->output == gemm::Output::f16_rne;
+  if (epilogue) {
+    if (f16_out) throw InputError("--model: " + name + " writes f16; alpha, beta and scales are not supported there");
+    d = gemm::apply_epilogue(d, c.get(), alpha, beta, esa, esb);
+  }
+  write_result(o, d, f16_out);
+}
+
+}  // namespace
+
+void add_gemm(CLI::App& app) {
+  auto o = std::make_shared<GemmOptions>();
+  auto* sub = app.add_subcommand("gemm", "Run a GEMM reference or tensor-core model on codes (JSON in, JSON out)");
+  sub->add_option("--model", o->model, "Model name (see --list-models)");
+  sub->add_option("--a", o->a, "'-': one JSON object on stdin with m, n, k, formats, codes, scales");
+  sub->add_option("--out", o->out, "'-' or a file for {\"d\": [...]}");
+  sub->add_flag("--list-models", o->list, "List the models: name, tab, parameters and source");
+  sub->add_flag("--amax", o->amax, "Also write amax_d, the largest |d| (f32 bits)");
+  sub->callback([o] { guarded([&] { run_gemm(*o); }); });
+}
+
+}  // namespace lowbit::cli
