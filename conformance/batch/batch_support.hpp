@@ -25,7 +25,9 @@ inline std::string describe(const Policy& p) {
   if (is_stochastic(p.rounding)) s << "/sr_bits=" << p.sr_bits;
   s << " quirks{nan_to_no_nan=" << int(p.quirks.nan_to_no_nan) << ",nan_style=" << int(p.quirks.nan_style)
     << ",unsigned_negative=" << int(p.quirks.unsigned_negative)
-    << ",zero_into_no_zero=" << int(p.quirks.zero_into_no_zero) << '}';
+    << ",zero_into_no_zero=" << int(p.quirks.zero_into_no_zero) << ",numpy_half_nan=" << p.quirks.numpy_half_nan
+    << ",identity_copies=" << p.quirks.identity_copies
+    << ",nozero_lowest_binade_rounds_up=" << p.quirks.nozero_lowest_binade_rounds_up << '}';
   return s.str();
 }
 
@@ -103,7 +105,7 @@ inline std::vector<Policy> deterministic_policies() {
 inline std::vector<Quirks> all_quirks() {
   std::vector<Quirks> v;
   for (NanToNoNan a : {NanToNoNan::plus_max, NanToNoNan::flipped_zero, NanToNoNan::unsupported})
-    for (NanStyle b : {NanStyle::preserve, NanStyle::positive_all_ones})
+    for (NanStyle b : {NanStyle::preserve, NanStyle::positive_all_ones, NanStyle::quiet_signed})
       for (UnsignedNegative c : {UnsignedNegative::nan, UnsignedNegative::magnitude,
                                  UnsignedNegative::nan_unless_saturating})
         for (ZeroIntoNoZero d : {ZeroIntoNoZero::smallest, ZeroIntoNoZero::nan_unless_saturating})

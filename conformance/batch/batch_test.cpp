@@ -121,6 +121,35 @@ TEST(BatchQuirks, EveryQuirkCombination) {
   }
 }
 
+// The quirks that are flags rather than choices, on the inputs they concern.
+TEST(BatchQuirks, NumpyHalfNanIdentityCopiesLowestBinade) {
+  Quirks numpy{.numpy_half_nan = true};
+  Quirks identity{.identity_copies = true};
+  Quirks lowest{.nozero_lowest_binade_rounds_up = true};
+  const auto all = all16();
+  for (Rounding r : {Rounding::rne, Rounding::rna, Rounding::rtz, Rounding::rup, Rounding::rdn, Rounding::rto})
+    for (Overflow o : {Overflow::satfinite, Overflow::nosat})
+      for (Subnormals s : {Subnormals::keep, Subnormals::ftz_daz}) {
+        for (NanStyle style : {NanStyle::preserve, NanStyle::positive_all_ones, NanStyle::quiet_signed}) {
+          numpy.nan_style = style;
+          const Policy p{.rounding = r, .overflow = o, .subnormals = s, .quirks = numpy};
+          ASSERT_EQ(compare(formats::f32, random_f32(formats::f16, 4096, 21), formats::f16, p), 0u) << describe(p);
+          ASSERT_EQ(compare(formats::bf16, all, formats::f16, p), 0u) << describe(p);
+        }
+        const Policy pi{.rounding = r, .overflow = o, .subnormals = s, .quirks = identity};
+        ASSERT_EQ(compare(formats::bf16, all, formats::bf16, pi), 0u) << describe(pi);
+        ASSERT_EQ(compare(formats::f16, all, formats::f16, pi), 0u) << describe(pi);
+        ASSERT_EQ(compare(formats::bf16, all, formats::f16, pi), 0u) << describe(pi);
+        for (UnsignedNegative u : {UnsignedNegative::nan, UnsignedNegative::magnitude}) {
+          lowest.unsigned_negative = u;
+          const Policy pl{.rounding = r, .overflow = o, .subnormals = s, .quirks = lowest};
+          ASSERT_EQ(compare(formats::f32, random_f32(formats::e8m0, 4096, 23), formats::e8m0, pl), 0u) << describe(pl);
+          ASSERT_EQ(compare(formats::bf16, all, formats::e8m0, pl), 0u) << describe(pl);
+          ASSERT_EQ(compare(formats::f16, all, formats::e4m3, pl), 0u) << describe(pl);
+        }
+      }
+}
+
 // ---- random f32 --------------------------------------------------------------------------------------
 
 class RandomF32 : public ::testing::TestWithParam<const Format*> {};

@@ -76,22 +76,19 @@ struct Params {
   std::uint32_t zero[2] = {}, inf[2] = {}, overflow[2] = {}, flushed[2] = {}, smallest[2] = {};
   std::uint32_t unsigned_negative = 0;
   std::uint32_t nan_quiet[2] = {}, nan_signaling[2] = {};
-  bool nan_codes_differ = false;  // quiet and signaling NaNs give different codes (not only flags)
-  bool nan_payload = false;  // IEEE target keeping the payload: code |= (f32 payload below quiet bit) >> rest_shift
+  // How a NaN's payload reaches the code (rules::nan_result): not at all, as the bits below the quiet bit
+  // (code |= (f32 payload below the quiet bit) >> rest_shift), or numpy's half cast (the top 10 mantissa
+  // bits, quiet bit included, 1 when they are all zero).
+  enum class NanPayload : std::uint8_t { none, below_quiet_bit, numpy_half } nan_payload = NanPayload::none;
+  bool lowest_binade_up = false;  // Quirks::nozero_lowest_binade_rounds_up in a format without zero
   std::uint32_t nan_rest_shift = 0;
 };
 
-// Source rows are recognised by their fields, not their names.
-inline bool same_layout(const Format& a, const Format& b) {
-  return a.bits == b.bits && a.exponent_bits == b.exponent_bits && a.mantissa_bits == b.mantissa_bits &&
-         a.bias == b.bias && a.signedness == b.signedness && a.nan == b.nan && a.inf == b.inf &&
-         a.has_zero == b.has_zero && a.code_shift == b.code_shift;
-}
-
+// Source rows are recognised by their fields (same_format), not their names.
 inline bool source_of(const Format& f, Source* s) {
-  if (same_layout(f, formats::f32)) *s = Source::f32;
-  else if (same_layout(f, formats::bf16)) *s = Source::bf16;
-  else if (same_layout(f, formats::f16)) *s = Source::f16;
+  if (same_format(f, formats::f32)) *s = Source::f32;
+  else if (same_format(f, formats::bf16)) *s = Source::bf16;
+  else if (same_format(f, formats::f16)) *s = Source::f16;
   else return false;
   return true;
 }
@@ -222,8 +219,6 @@ HWY_INLINE VU Convert(DU du, const Params& c, VU x, MU f16_subnormal, VU r) {
   const bool ftz = !kSimple && c.ftz;
   const bool no_zero = !kSimple && c.no_zero;
   const bool unsigned_reject = !kSimple && c.unsigned_reject;
-  // Quiet and signaling NaNs differ in their flags, and in their codes where nan_codes_differ.
-  const bool nan_by_quiet_bit = kFlags || (!kSimple && c.nan_codes_differ);
   const bool inf_needs_blend = kFlags ? c.inf_needs_blend : c.inf_needs_blend_codes;
 
   // (1) Classify.
@@ -276,7 +271,7 @@ HWY_INLINE VU Convert(DU du, const Params& c, VU x, MU f16_subnormal, VU r) {
   VU magnitude;
   bool by_addition = false;
   if constexpr (!kFlags && R != Rounding::rto && !is_stochastic(R))
-    by_addition = R != Rounding::rne || c.mantissa_bits > 0;
+    by_addition = (R != Rounding::rne || c.mantissa_bits > 0) && (kSimple || !c.lowest_binade_up);
   if (by_addition) {
     // Codes only: the classic rounding by addition, (sig + bias) >> shift, with bias 2^(shift-1) - 1
     // plus the kept last bit (rne), 2^(shift-1) (rna), 2^shift - 1 (directed away) or 0.  The carry
@@ -303,6 +298,10 @@ HWY_INLINE VU Convert(DU du, const Params& c, VU x, MU f16_subnormal, VU r) {
     inexact = hn::Ne(d, hn::Zero(du));
     const MU lsb = hn::TestBit(lower, hn::Set(du, 1u));
     away = RoundsAway<R>(du, d, shift, clamped, lsb, neg, inexact, r, c);
+    // Quirks::nozero_lowest_binade_rounds_up: inside the lowest binade (e == emin) every inexact value
+    // rounds up.  Its lanes are normalised (a format without zero and emin < -124 normalises; with a
+    // higher emin the f32 subnormals lie below it either way).
+    if (!kSimple && c.lowest_binade_up) away = hn::Or(away, hn::And(inexact, hn::RebindMask(du, hn::Eq(t, hn::Zero(di)))));
     magnitude = hn::IfThenElse(away, hn::Add(lower, hn::Set(du, 1u)), lower);
   }
 
@@ -371,16 +370,19 @@ HWY_INLINE VU Convert(DU du, const Params& c, VU x, MU f16_subnormal, VU r) {
     packed = hn::IfThenElse(hn::Eq(a, hn::Set(du, 0x7F800000u)), Pick(neg_in, c.inf[1], c.inf[0]), packed);
   }
   VU nan;
-  if (nan_by_quiet_bit) {
+  if (kFlags) {  // quiet and signaling NaNs differ in their flags only
     const MU quiet = hn::TestBit(x, hn::Set(du, 0x00400000u));
     nan = hn::IfThenElse(quiet, Pick(neg_in, c.nan_quiet[1], c.nan_quiet[0]),
                          Pick(neg_in, c.nan_signaling[1], c.nan_signaling[0]));
   } else {
-    nan = Pick(neg_in, c.nan_quiet[1], c.nan_quiet[0]);  // signaling differs in its flags only
+    nan = Pick(neg_in, c.nan_quiet[1], c.nan_quiet[0]);
   }
-  if (c.nan_payload) {
+  if (c.nan_payload == Params::NanPayload::below_quiet_bit) {
     const VU rest = hn::Shr(hn::And(x, hn::Set(du, 0x003FFFFFu)), hn::Set(du, c.nan_rest_shift));
     nan = hn::Or(nan, rest);
+  } else if (!kSimple && c.nan_payload == Params::NanPayload::numpy_half) {
+    const VU top10 = hn::Max(hn::ShiftRight<13>(hn::And(x, hn::Set(du, 0x007FFFFFu))), hn::Set(du, 1u));
+    nan = hn::Or(hn::AndNot(hn::Set(du, 0x3FFu), nan), top10);
   }
   return hn::IfThenElse(is_nan, nan, packed);
 }
@@ -414,11 +416,11 @@ std::size_t Loop(const Params& params, const void* in, std::size_t n, void* out,
 }
 
 // The common case: f32 input, a signed sign-magnitude target with zero, no daz or ftz, no f32
-// subnormal normalisation, and (codes only) NaN codes that do not depend on the signaling bit.
+// subnormal normalisation, and no numpy half NaN rule.
 inline bool Simple(const Params& c, bool with_flags) {
   return c.source == Source::f32 && !c.daz && !c.ftz && c.is_signed && !c.twos_complement && !c.no_zero &&
          !(with_flags ? c.normalize_with_flags : c.normalize_codes_only) && !c.zero_needs_blend &&
-         (with_flags || !c.nan_codes_differ);
+         c.nan_payload != Params::NanPayload::numpy_half;
 }
 
 template <Rounding R, bool kFlags>
@@ -481,9 +483,18 @@ void store_code(void* out, std::size_t bytes, std::size_t i, std::uint64_t code)
   for (std::size_t b = 0; b < bytes; ++b) p[b] = static_cast<unsigned char>(code >> (8 * b));
 }
 
-// The f32 code of a representative input of each special class, converted by the scalar path.
-std::uint32_t scalar_packed(const Format& to, const Policy& p, std::uint32_t f32_code) {
-  return pack(convert(formats::f32, f32_code, to, p));
+// A representative input of one special class in the source format, converted by the scalar path.
+struct Representatives {
+  const Format* format;
+  std::uint32_t sign, inf, quiet_nan, signaling_nan;  // the signaling NaN has only the lowest payload bit
+};
+Representatives representatives(Source source) {
+  switch (source) {
+    case Source::bf16: return {&formats::bf16, 0x8000u, 0x7F80u, 0x7FC0u, 0x7F81u};
+    case Source::f16: return {&formats::f16, 0x8000u, 0x7C00u, 0x7E00u, 0x7C01u};
+    case Source::f32: break;
+  }
+  return {&formats::f32, 0x80000000u, 0x7F800000u, 0x7FC00000u, 0x7F800001u};
 }
 
 Params make_params(Source source, const Format& to, const Policy& p) {
@@ -510,15 +521,18 @@ Params make_params(Source source, const Format& to, const Policy& p) {
   c.tininess_before = p.tininess == Tininess::before;
   c.sr_bits = static_cast<std::uint32_t>(p.sr_bits);
   c.sr_ones = static_cast<std::uint32_t>(bits::ones(p.sr_bits));
+  const Representatives rep = representatives(source);
+  const auto scalar_packed = [&](std::uint32_t code) { return pack(convert(*rep.format, code, to, p)); };
   for (int s = 0; s < 2; ++s) {
     const bool negative = s == 1;
-    const std::uint32_t sign = negative ? 0x80000000u : 0u;
-    c.zero[s] = scalar_packed(to, p, sign);
-    c.inf[s] = scalar_packed(to, p, sign | 0x7F800000u);
-    // Quiet and signaling NaNs with no payload below the quiet bit (a signaling NaN needs one
-    // non-zero payload bit; bit 0 never reaches a target of at most 15 mantissa bits).
-    c.nan_quiet[s] = scalar_packed(to, p, sign | 0x7FC00000u);
-    c.nan_signaling[s] = scalar_packed(to, p, sign | 0x7F800001u);
+    const std::uint32_t sign = negative ? rep.sign : 0u;
+    c.zero[s] = scalar_packed(sign);
+    c.inf[s] = scalar_packed(sign | rep.inf);
+    // A NaN's code depends on its payload, never on the signaling bit as such (rules::nan_result), and
+    // the kernel adds the payload's part itself; the signaling bit decides the flags.  So the signaling
+    // entry takes the quiet NaN's code (empty payload) with the signaling NaN's flags.
+    c.nan_quiet[s] = scalar_packed(sign | rep.quiet_nan);
+    c.nan_signaling[s] = (c.nan_quiet[s] & 0xFFFFu) | (scalar_packed(sign | rep.signaling_nan) & 0xFFFF0000u);
     // The same rules:: calls convert.hpp makes for these lanes.
     const bool neg_eff = negative && to.is_signed();
     c.overflow[s] = pack(rules::overflow_result(to, neg_eff, p));
@@ -532,14 +546,18 @@ Params make_params(Source source, const Format& to, const Policy& p) {
   c.inf_needs_blend = !(c.inf[0] == c.overflow[0] && c.inf[1] == c.overflow[1] && to.emax() < 128);
   c.inf_needs_blend_codes = !(((c.inf[0] ^ c.overflow[0]) & 0xFFFF) == 0 && ((c.inf[1] ^ c.overflow[1]) & 0xFFFF) == 0 &&
                               to.emax() < 128);
-  c.nan_codes_differ = ((c.nan_quiet[0] ^ c.nan_signaling[0]) & 0xFFFF) != 0 ||
-                       ((c.nan_quiet[1] ^ c.nan_signaling[1]) & 0xFFFF) != 0;
   if (!to.is_signed()) {
     const auto o = rules::unsigned_negative(to, p);
     c.unsigned_reject = !o.proceed;
     c.unsigned_negative = pack(o.result);
   }
-  c.nan_payload = to.nan == NanEncoding::ieee && p.quirks.nan_style == NanStyle::preserve;
+  using NP = Params::NanPayload;
+  const bool ieee_nan = to.nan == NanEncoding::ieee && p.quirks.nan_style != NanStyle::positive_all_ones;
+  if (ieee_nan && p.quirks.numpy_half_nan && to.exponent_bits == 5 && to.mantissa_bits == 10 && source == Source::f32)
+    c.nan_payload = NP::numpy_half;  // the f32 payload is wider than 10 bits; bf16's and f16's are not
+  else if (ieee_nan && p.quirks.nan_style == NanStyle::preserve)
+    c.nan_payload = NP::below_quiet_bit;
+  c.lowest_binade_up = p.quirks.nozero_lowest_binade_rounds_up && !to.has_zero;
   // rules::nan_result keeps the payload bits below the source's quiet bit, aligned at the top of the
   // target's mantissa: in the f32 layout (bf16 and f16 payloads sit at the top of it) that is a right
   // shift by 23 - m_target of the 22 bits below the quiet bit.
@@ -583,6 +601,14 @@ void convert_batch(const Format& from, const void* in, std::size_t n, const Form
   batch_detail::Source s;
   if (!batch_supported(from, to, p) || !batch_detail::source_of(from, &s)) {
     convert_batch_scalar(from, in, n, to, p, out_codes, flags, ternary, rbits);
+    return;
+  }
+  if (p.quirks.identity_copies && same_format(from, to)) {
+    // convert() copies the code (signaling NaNs included); from is f32, bf16 or f16 and to has at most
+    // 16 bits, so this is bf16 or f16 into itself, two bytes a code either way.
+    std::memcpy(out_codes, in, n * batch_code_bytes(to));
+    if (flags != nullptr) std::memset(flags, 0, n);
+    if (ternary != nullptr) std::memset(ternary, 0, n);
     return;
   }
   const batch_detail::Params c = batch_detail::make_params(s, to, p);
