@@ -28,9 +28,9 @@ include(GoogleTest)
 # One ctest entry per check, labelled with the check's tier.
 add_executable(lowbit_checks_test ${CMAKE_CURRENT_LIST_DIR}/tests/checks_test.cpp)
 target_link_libraries(lowbit_checks_test PRIVATE lowbit_checks GTest::gtest GTest::gtest_main)
-gtest_discover_tests(lowbit_checks_test TEST_PREFIX "checks." TEST_FILTER "Quick/*"
+gtest_discover_tests(lowbit_checks_test TEST_PREFIX "checks." TEST_FILTER "Quick.*"
                      PROPERTIES LABELS quick DISCOVERY_TIMEOUT 60)
-gtest_discover_tests(lowbit_checks_test TEST_PREFIX "checks." TEST_FILTER "Full/*"
+gtest_discover_tests(lowbit_checks_test TEST_PREFIX "checks." TEST_FILTER "Full.*"
                      PROPERTIES LABELS full DISCOVERY_TIMEOUT 60)
 
 add_executable(lowbit_unit_test
