@@ -185,8 +185,8 @@ TEST(DeepSeekExperiment, PromotionKeepsFp8AccumulationAccurate) {
     const auto ref = lowbit::gemm::exact(a, b, nullptr);
     const Errors plain = errors(lowbit::gemm::run_model(*hopper, a, b, nullptr), ref);
     const Errors promoted = errors(lowbit::gemm::run_promoted(*hopper, 128, a, b, nullptr), ref);
-    RecordProperty("k" + std::to_string(k) + "_hopper_fp8_norm", std::to_string(plain.norm));
-    RecordProperty("k" + std::to_string(k) + "_promote128_norm", std::to_string(promoted.norm));
+    RecordProperty(std::string("k").append(std::to_string(k)).append("_hopper_fp8_norm"), std::to_string(plain.norm));
+    RecordProperty(std::string("k").append(std::to_string(k)).append("_promote128_norm"), std::to_string(promoted.norm));
     // The thresholds: at least 5x (K = 4096) and 10x (K = 16384) smaller with promotion.
     EXPECT_GT(plain.norm, (k == 4096 ? 5.0 : 10.0) * promoted.norm) << "k=" << k;
     // Without promotion the largest element-wise error is of the order of a percent (DeepSeek-V3: nearly

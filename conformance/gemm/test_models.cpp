@@ -206,9 +206,36 @@ TEST(TensorCoreModels, BlockScaledFp4) {
   EXPECT_EQ(lowbit::gemm::run_model(*m, row(F::e2m1, a), col(F::e2m1, b), nullptr, &sa, &sb)[0], 0x42100000u);
   const Matrix sa2{&F::ue4m3, 1, 4, {0x7E, 0x38, 0x38, 0x38}};
   EXPECT_EQ(lowbit::gemm::run_model(*m, row(F::e2m1, a), col(F::e2m1, b), nullptr, &sa2, &sb)[0], 0x467C0000u);
+  // The exact block-scaled reference agrees on these exact cases.
+  EXPECT_EQ(lowbit::gemm::exact_block_scaled(row(F::e2m1, a), col(F::e2m1, b), sa2, sb, 16, 1, nullptr, F::f32, {})[0],
+            0x467C0000u);
   // A NaN scale (ue4m3 0x7F) makes the result the canonical NaN.
   const Matrix sa3{&F::ue4m3, 1, 4, {0x7F, 0x38, 0x38, 0x38}};
   EXPECT_EQ(lowbit::gemm::run_model(*m, row(F::e2m1, a), col(F::e2m1, b), nullptr, &sa3, &sb)[0], 0x7FFFFFFFu);
+  EXPECT_EQ(lowbit::gemm::exact_block_scaled(row(F::e2m1, a), col(F::e2m1, b), sa3, sb, 16, 1, nullptr, F::f32, {})[0],
+            0x7FFFFFFFu);
+}
+
+// Where scaled fp4 products span more than F = 35 bits, the model truncates and the exact reference does
+// not.  Group 0 holds 6 * 6 with both scales 448 (36 * 448^2 = 7225344; scale exponents 8 + 8 = 16); group 1
+// holds 0.5 * 0.5 with both scales ue4m3 0x01 = 2^-9, a subnormal that MMA-Sim aligns by e4m3's smallest
+// exponent -6 (significand 1/8): value 0.25 * 2^-18 = 2^-20, alignment exponent -12.  C = -7225344 (exponent
+// 22) sets the alignment: 2^-20 lies 42 bits below 2^22, past F = 35, and truncates to zero, while the big
+// term cancels C exactly: the model gives +0.  The exact sum is 2^-20 (0x35800000).
+TEST(TensorCoreModels, BlockScaledFp4TruncatesPastF35) {
+  std::vector<std::uint64_t> a(64, 0), b(64, 0);
+  a[0] = 0x7;  // 6
+  b[0] = 0x7;
+  a[16] = 0x1;  // 0.5
+  b[16] = 0x1;
+  const Matrix sa{&F::ue4m3, 1, 4, {0x7E, 0x01, 0x38, 0x38}};
+  const Matrix sb{&F::ue4m3, 4, 1, {0x7E, 0x01, 0x38, 0x38}};
+  const Matrix c{&F::f32, 1, 1, {0xCADC8000u}};
+  const auto* m = lowbit::gemm::find_model("blackwell-mxf4nvf4");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(lowbit::gemm::run_model(*m, row(F::e2m1, a), col(F::e2m1, b), &c, &sa, &sb)[0], 0x00000000u);
+  EXPECT_EQ(lowbit::gemm::exact_block_scaled(row(F::e2m1, a), col(F::e2m1, b), sa, sb, 16, 1, &c, F::f32, {})[0],
+            0x35800000u);
 }
 
 }  // namespace

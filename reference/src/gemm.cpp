@@ -317,6 +317,66 @@ std::vector<std::uint64_t> exact(const Matrix& a, const Matrix& b, const Matrix*
   return d;
 }
 
+std::vector<std::uint64_t> exact_block_scaled(const Matrix& a, const Matrix& b, const Matrix& a_scales,
+                                              const Matrix& b_scales, int block, int bn, const Matrix* c,
+                                              const Format& out, const Policy& p) {
+  check_shapes(a, b, c);
+  const int m = a.rows, n = b.cols, kk = a.cols;
+  if (block < 1 || bn < 1) throw std::invalid_argument("scale blocks must be positive");
+  const int kb = (kk + block - 1) / block, nb = (n + bn - 1) / bn;
+  if (a_scales.rows != m || a_scales.cols != kb)
+    throw std::invalid_argument("a_scales must be " + std::to_string(m) + "x" + std::to_string(kb));
+  if (b_scales.rows != kb || b_scales.cols != nb)
+    throw std::invalid_argument("b_scales must be " + std::to_string(kb) + "x" + std::to_string(nb));
+  const int bits = a.format->mantissa_bits + b.format->mantissa_bits + a_scales.format->mantissa_bits +
+                   b_scales.format->mantissa_bits + 4;
+  if (bits > 63) throw std::invalid_argument("the scaled products need more than 63 significant bits");
+  const std::vector<Unpacked> ua = unpack_all(a), ub = unpack_all(b), usa = unpack_all(a_scales),
+                              usb = unpack_all(b_scales);
+  std::vector<std::uint64_t> d(static_cast<std::size_t>(m) * n);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      Wide acc;
+      Specials sp;
+      for (int k = 0; k < kk; ++k) {
+        const Unpacked& x = ua[static_cast<std::size_t>(i) * kk + k];
+        const Unpacked& y = ub[static_cast<std::size_t>(k) * n + j];
+        const Unpacked& s0 = usa[static_cast<std::size_t>(i) * kb + k / block];
+        const Unpacked& s1 = usb[static_cast<std::size_t>(k / block) * nb + j / bn];
+        // (a * sa) * (b * sb): NaN and Inf follow the products' rules, a NaN scale poisons its products.
+        if (s0.cls == ValueClass::nan || s1.cls == ValueClass::nan) {
+          sp.nan = true;
+          continue;
+        }
+        sp.product(x, y);
+        if (s0.cls == ValueClass::inf || s1.cls == ValueClass::inf) {
+          Unpacked inf;
+          inf.cls = ValueClass::inf;
+          sp.product(x, inf);
+          sp.product(y, inf);
+        }
+        if (x.cls != ValueClass::finite || y.cls != ValueClass::finite || s0.cls != ValueClass::finite ||
+            s1.cls != ValueClass::finite)
+          continue;
+        const bool neg = ((x.negative != y.negative) != s0.negative) != s1.negative;
+        acc.add(x.significand * y.significand * s0.significand * s1.significand,
+                x.exponent + y.exponent + s0.exponent + s1.exponent, neg);
+      }
+      const Unpacked uc = c ? unpack(formats::f32, c->at(i, j)) : Unpacked{};
+      sp.value(uc);
+      std::uint64_t& o = d[static_cast<std::size_t>(i) * n + j];
+      if (sp.any()) {
+        o = sp.code(out);
+        continue;
+      }
+      if (uc.cls == ValueClass::finite) acc.add(uc.significand, uc.exponent, uc.negative);
+      Unpacked u = acc.unpacked();
+      u.negative = u.negative && u.cls != ValueClass::zero;
+      o = round_to(out, u, p).code;
+    }
+  return d;
+}
+
 // ---- f32 accumulation orders -------------------------------------------------------------------------
 
 std::vector<std::uint64_t> accumulate(const Matrix& a, const Matrix& b, const Matrix* c, const OrderOptions& o) {

@@ -42,6 +42,14 @@ struct ExactOptions {
 };
 std::vector<std::uint64_t> exact(const Matrix& a, const Matrix& b, const Matrix* c, const ExactOptions& o = {});
 
+// The exact block-scaled product: D = sum_k (a_ik * sa_i,k/block) * (b_kj * sb_k/block,j/bn) (+ C), rounded once.
+// a_scales is M x ceil(K/block); b_scales is ceil(K/block) x ceil(N/bn) (bn = 1: one scale per column, as MX and
+// NVFP4 have; bn = 128: DeepGEMM's 128x128 weight blocks).  Scales are codes of their own format (e8m0, ue4m3,
+// f32).  A NaN scale makes the outputs it touches the canonical NaN.
+std::vector<std::uint64_t> exact_block_scaled(const Matrix& a, const Matrix& b, const Matrix& a_scales,
+                                              const Matrix& b_scales, int block, int bn, const Matrix* c,
+                                              const Format& out, const Policy& p);
+
 // One exact dot product (plus c, an f32 code), rounded once into `out`.
 std::uint64_t exact_dot(const Format& fa, std::span<const std::uint64_t> a, const Format& fb,
                         std::span<const std::uint64_t> b, std::uint32_t c, const Format& out, const Policy& p);
