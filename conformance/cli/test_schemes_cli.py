@@ -246,6 +246,17 @@ def test_gemm_models():
     assert gemm("exact", CANCEL, "--amax")["amax_d"] == "0x3c800000"
 
 
+def test_gemm_block_scaled_exact_and_model():
+    # e2m1 6 * 6 in the first of four 16-groups, ue4m3 scales 448 (0x7e) for A and 1.0 (0x38) for B:
+    # 36 * 448 = 16128 = 0x467c0000 under both the exact reference and blackwell-mxf4nvf4.
+    a = ["0x7"] + ["0x0"] * 63
+    obj = {"m": 1, "n": 1, "k": 64, "a_format": "e2m1", "b_format": "e2m1", "a": a, "b": a,
+           "scale_format": "ue4m3", "scale_block": 16,
+           "a_scales": ["0x7e", "0x38", "0x38", "0x38"], "b_scales": ["0x38", "0x38", "0x38", "0x38"]}
+    assert gemm("exact", obj) == {"d": ["0x467c0000"]}
+    assert gemm("blackwell-mxf4nvf4", obj) == {"d": ["0x467c0000"]}
+
+
 def test_gemm_list_models():
     rc, out, err = run(["gemm", "--list-models"])
     names = [line.split("\t")[0] for line in out.splitlines()]

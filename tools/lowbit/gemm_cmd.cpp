@@ -144,6 +144,20 @@ void run_gemm(const GemmOptions& o) {
   const gemm::TensorCoreModel* tc = gemm::find_model(name);
   const gemm::TensorCoreModel& hopper = *gemm::find_model("hopper-fp8");
   std::uint32_t esa = sa, esb = sb;  // the scales left for the epilogue
+  if (name == "exact" && j.contains("a_scales")) {
+    // Block-scaled exact reference: "scale_format" e8m0 / ue4m3 (MX, NVFP4: one B scale per column) or f32
+    // (DeepGEMM: B scales per 128x128 block), "scale_block" the K block (default 32, 16 for ue4m3, 128 for f32).
+    const Format& sf = read_format(j, "scale_format", "e8m0");
+    const int def = &sf == &formats::f32 ? 128 : (&sf == &formats::ue4m3 ? 16 : 32);
+    const int blk = j.contains("scale_block") ? read_dim(j, "scale_block") : def;
+    const int bn = &sf == &formats::f32 ? 128 : 1;
+    const int kb = (k + blk - 1) / blk;
+    const Matrix as = read_matrix(j, "a_scales", sf, m, kb);
+    const Matrix bs = read_matrix(j, "b_scales", sf, kb, (n + bn - 1) / bn);
+    if (epilogue) throw InputError("\"alpha\"/\"beta\"/\"scale_a\": not combined with block scales");
+    write_result(o, gemm::exact_block_scaled(a, b, as, bs, blk, bn, c.get(), formats::f32, Policy{}), false);
+    return;
+  }
   if (name == "exact") {
     gemm::ExactOptions eo;
     eo.alpha = alpha;
