@@ -4,17 +4,15 @@ Every bf16 and f16 code and 10^6 seeded-random f32 bit patterns (plus every clas
 go into every ml_dtypes format; the codes must agree bit for bit, NaN codes included.  Expected codes
 come from ml_dtypes itself (`x.astype(ml_dtypes.X).view(np.uint8)`), never from lowbit.
 
-Known disagreements (reported to the profile's maintainers; each is its own strict xfail, so a fix to
-the profile turns it into a failure that asks for the mark to go):
-  * NaN into an IEEE-style target (float8_e5m2, float8_e4m3, float8_e3m4, bfloat16): ml_dtypes gives
-    the canonical quiet NaN with the input's sign and drops the payload (f32 0x7fbd937d -> e5m2 0x7e,
-    bf16 0x7fc0); the profile keeps the top payload bits (0x7f, 0x7ffd).
-  * float16 is numpy's own cast: from f32 it keeps the top ten payload bits without setting the quiet
-    bit (0x7f8cfc76 -> 0x7c67, 0x7f800001 -> 0x7c01); from bf16 it goes through ml_dtypes and gives the
-    canonical 0x7e00; f16 -> f16 is a copy (0x7c01 stays 0x7c01).  bf16 -> bf16 is a copy too.
-  * float8_e8m0fnu from an f32-subnormal input strictly between 2^-127 and 1.5 * 2^-127 (f32 bits
-    0x00400001..0x005fffff, bf16 0x0041..0x005f): ml_dtypes gives 0x01 (2^-126), a round up; the
-    profile's ties-up nearest gives 0x00 (2^-127).  Normal inputs round to nearest in both.
+The profile reproduces three rules found by this comparison (reference/src/profile.cpp):
+  * NaN into an IEEE-style target (float8_e5m2, float8_e4m3, float8_e3m4, bfloat16): the quiet NaN of the
+    input's sign, payload dropped (f32 0x7fbd937d -> e5m2 0x7e, bf16 0x7fc0).
+  * float16 from f32 is numpy's own cast: the top ten payload bits without the quiet bit, an empty payload
+    becoming 1 (0x7f8cfc76 -> 0x7c67, 0x7f800001 -> 0x7c01); from bf16 it goes through ml_dtypes (0x7e00);
+    f16 -> f16 and bf16 -> bf16 are copies (0x7c01 stays 0x7c01).
+  * float8_e8m0fnu from inputs strictly between 2^-127 and 2^-126 (f32 subnormals 0x00400001..0x007fffff,
+    bf16 0x0041..0x007f): 0x01 (2^-126), a round up, where nearest rounding would give 0x00 below
+    1.5 * 2^-127.
 """
 import os
 import subprocess
@@ -148,8 +146,6 @@ def is_nan(values):
 def test_non_nan_inputs(src, target):
     def select(bits, values):
         keep = ~is_nan(values)
-        if target == "float8_e8m0fnu":
-            keep &= ~e8m0_subnormal_quirk(src, bits)
         return keep
     compare(src, target, select)
 
@@ -157,11 +153,7 @@ def test_non_nan_inputs(src, target):
 def nan_cases():
     for src in SOURCES:
         for target in TARGETS:
-            marks = []
-            if target in IEEE_NAN_TARGETS:
-                marks.append(pytest.mark.xfail(strict=True, reason="ml_dtypes/numpy NaN payload rule differs from the "
-                                                                   "ml_dtypes profile (see the module docstring)"))
-            yield pytest.param(src, target, marks=marks)
+            yield pytest.param(src, target)
 
 
 @pytest.mark.parametrize("src,target", list(nan_cases()))
@@ -169,7 +161,6 @@ def test_nan_inputs(src, target):
     compare(src, target, lambda bits, values: is_nan(values))
 
 
-@pytest.mark.xfail(strict=True, reason="ml_dtypes rounds f32-subnormal inputs in (2^-127, 1.5*2^-127) up to 2^-126")
 @pytest.mark.parametrize("src", ["f32", "bf16"])
 def test_e8m0_subnormal_inputs(src):
     compare(src, "float8_e8m0fnu", lambda bits, values: e8m0_subnormal_quirk(src, bits))

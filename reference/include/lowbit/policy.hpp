@@ -94,6 +94,9 @@ struct Quirks {
   // to 2^-126 whatever the rounding mode says (ml_dtypes' float8_e8m0fnu from f32/bf16 subnormals:
   // 0x00400001..0x005FFFFF -> 0x01).
   bool nozero_lowest_binade_rounds_up = false;
+  // An infinite input ignores satfinite: it stays infinite where the format has infinity, else becomes
+  // NaN, else max (ml_dtypes' ConvertImpl returns infinity() before it looks at its saturate flag).
+  bool infinity_ignores_saturation = false;
 };
 
 struct Policy {

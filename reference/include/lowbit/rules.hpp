@@ -49,7 +49,7 @@ LOWBIT_HD constexpr Result overflow_result(const Format& to, bool negative, cons
 // format without infinity they are an overflow: NaN (or max where there is no NaN) unless saturating.
 LOWBIT_HD constexpr Result inf_result(const Format& to, bool negative, const Policy& p) {
   constexpr std::uint8_t f = flag::overflow | flag::inexact;
-  if (p.overflow == Overflow::satfinite) return max_result(to, negative, f);
+  if (p.overflow == Overflow::satfinite && !p.quirks.infinity_ignores_saturation) return max_result(to, negative, f);
   if (to.has_inf()) return {to.encode(negative, to.inf_magnitude()), 0, 0};
   return inf_or_nan_result(to, negative, f);
 }
