@@ -2,26 +2,7 @@
 # and the core test executables: the checks under ctest, unit tests of formats, profiles and parsing,
 # and RapidCheck properties.  Labels: quick (every CI run) and full (exhaustive).
 
-add_library(lowbit_checks STATIC
-  ${CMAKE_CURRENT_LIST_DIR}/checks/checks.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/checks/support.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/checks/semantics.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/checks/sweeps.cpp
-)
-target_include_directories(lowbit_checks PUBLIC ${CMAKE_CURRENT_LIST_DIR}/checks)
-target_link_libraries(lowbit_checks PUBLIC lowbit::reference TBB::tbb)
-if(LOWBIT_HAVE_CUDA_HEADERS)
-  # The toolkit's host conversions are a peer under test, compiled by the host compiler.
-  target_sources(lowbit_checks PRIVATE ${CMAKE_CURRENT_LIST_DIR}/checks/cuda_host.cpp)
-  target_include_directories(lowbit_checks SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
-  target_compile_definitions(lowbit_checks PRIVATE LOWBIT_CHECKS_CUDA_HOST=1)
-  message(STATUS "lowbit: the CUDA host differential is built (${CUDAToolkit_INCLUDE_DIRS})")
-endif()
-
-# `lowbit conform` runs these checks through the library.
-if(TARGET lowbit)
-  target_link_libraries(lowbit PRIVATE lowbit_checks)
-endif()
+# lowbit_checks itself is defined in checks/CMakeLists.txt (always built: `lowbit conform` needs it).
 
 include(GoogleTest)
 
