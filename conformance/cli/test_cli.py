@@ -634,3 +634,12 @@ def test_raw_errors():
 
 def test_conform_subcommand_exists():
     assert "conform" in ok(["--help"])
+
+
+def test_trace_prints_decimal_inputs_exactly():
+    # A decimal literal is a rational with a 2^a 5^b denominator: its exact decimal is the literal itself
+    # (normalised), never a rounded binary value.
+    for literal, shown in [("1.0000001", "1.0000001"), ("0.1", "0.1"), ("-2.5e-3", "-0.0025"),
+                           ("0x1.8p-10", "0.00146484375"), ("1e-30", "0." + "0" * 29 + "1")]:
+        out = ok(["convert", "--from", "text", "--to", "bf16", "--trace"], literal + "\n")
+        assert f"  input:     {shown}\n" in out, out

@@ -317,12 +317,43 @@ std::string decimal(bool negative, const mpz_class& significand, long exponent) 
   return (negative && significand != 0 ? "-" : "") + s;
 }
 
-std::string decimal(const mpq_class& dyadic) {
-  mpz_class num = dyadic.get_num();
+std::string decimal(const mpq_class& q) {
+  // Exact decimal when the (canonical) denominator is 2^a 5^b; otherwise the fraction itself.
+  mpz_class num = q.get_num();
   const bool neg = num < 0;
   if (neg) num = -num;
-  const long k = static_cast<long>(mpz_scan1(dyadic.get_den_mpz_t(), 0));
-  return decimal(neg, num, -k);
+  mpz_class den = q.get_den();
+  const long a = static_cast<long>(mpz_scan1(den.get_mpz_t(), 0));
+  den >>= static_cast<mp_bitcnt_t>(a);
+  long b = 0;
+  while (mpz_divisible_ui_p(den.get_mpz_t(), 5)) {
+    den /= 5;
+    ++b;
+  }
+  std::string out = neg ? "-" : "";
+  if (den != 1) {
+    out += num.get_str();
+    out += '/';
+    out += mpz_class(q.get_den()).get_str();
+    return out;
+  }
+  // num / (2^a 5^b) = num * 5^(n-b) * 2^(n-a) / 10^n with n = max(a, b); as significand * 2^(-a) when b = 0.
+  if (b == 0) return decimal(neg, num, -a);
+  const long n = a > b ? a : b;
+  mpz_class p5, p2 = 1;
+  mpz_ui_pow_ui(p5.get_mpz_t(), 5, static_cast<unsigned long>(n - b));
+  p2 <<= static_cast<mp_bitcnt_t>(n - a);
+  std::string digits = mpz_class(num * p5 * p2).get_str();
+  const auto frac = static_cast<std::size_t>(n);
+  if (digits.size() <= frac) digits = std::string(frac - digits.size() + 1, '0') + digits;
+  out += digits.substr(0, digits.size() - frac);
+  std::string fp = digits.substr(digits.size() - frac);
+  while (!fp.empty() && fp.back() == '0') fp.pop_back();
+  if (!fp.empty()) {
+    out += '.';
+    out += fp;
+  }
+  return out;
 }
 
 std::string code_text(const Format& f, std::uint64_t code) {

@@ -52,7 +52,9 @@ Result convert(const Format& from, std::uint64_t code, const Format& to, const P
 
 // Exact decimal text of significand * 2^exponent ("-0.375", "448", "0.001953125").
 std::string decimal(bool negative, const mpz_class& significand, long exponent);
-std::string decimal(const mpq_class& dyadic);  // for a rational whose denominator is a power of two
+// Exact decimal text of a rational whose denominator has no prime factors but 2 and 5; any other
+// rational prints as num/den.
+std::string decimal(const mpq_class& q);
 // The value of a code as exact decimal text, or nan / inf / -inf / -0.
 std::string code_text(const Format& f, std::uint64_t code);
 
