@@ -1,9 +1,21 @@
 // `lowbit quantize` and `lowbit dequantize`: the scaling schemes from the command line.
 // Text mode (stable contract): f32 (or bf16/f16) bit patterns in, one JSON object out.
+// File mode: a .npy tensor in, a directory out (codes.npy, scales.npy, tensor_scale.npy, quantized.json;
+// reference/README.md "Files"), written as a whole or not at all.
+// Checkpoint mode: a safetensors file in, a quantized safetensors checkpoint out, with the metadata
+// convention that `lowbit verify-checkpoint` (checkpoint_cmd.cpp) reads back.
+#include <unistd.h>
+
+#include <algorithm>
 #include <bit>
 #include <cfloat>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
 #include <memory>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -12,10 +24,13 @@
 #include "commands.hpp"
 #include "lowbit/convert.hpp"
 #include "lowbit/exact.hpp"
+#include "lowbit/io.hpp"
+#include "lowbit/pack.hpp"
 #include "lowbit/philox.hpp"
 #include "lowbit/profile.hpp"
 #include "lowbit/registry.hpp"
 #include "lowbit/scale.hpp"
+#include "quantize_common.hpp"
 
 namespace lowbit::cli {
 
@@ -23,15 +38,6 @@ namespace {
 
 using json = nlohmann::json;
 namespace S = scale;
-
-struct QuantizeOptions {
-  std::string scheme, element, direction = "row", scale_rule, scale_format, nonfinite, variant = "standard",
-                            zero_scale = "kernel", profile, rounding, sr_bits_file, state, in, out, shape,
-                            in_format = "f32", amax_nan = "ignore";
-  int block = 0, axis = -1, sr_bits = 0;
-  long long sr_seed = -1;
-  bool hadamard = false;
-};
 
 struct DequantizeOptions {
   std::string in = "-", out = "-";
@@ -45,9 +51,7 @@ std::pair<int, int> parse_shape(const std::string& s, std::size_t count) {
   try {
     if (comma == std::string::npos) return {1, std::stoi(s)};
     return {std::stoi(s.substr(0, comma)), std::stoi(s.substr(comma + 1))};
-  } catch (...) {
-    throw InputError("--shape: '" + s + "' is not R,C");
-  }
+  } catch (...) { throw InputError("--shape: '" + s + "' is not R,C"); }
 }
 
 std::vector<float> read_values(const std::string& text, const Format& in_format) {
@@ -84,13 +88,12 @@ S::DelayedState read_state(const std::string& path) {
   }
   try {
     for (const json& h : j.at("history"))
-      st.history.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(parse_hex_field(h, "--state: history", 32))));
+      st.history.push_back(
+          std::bit_cast<float>(static_cast<std::uint32_t>(parse_hex_field(h, "--state: history", 32))));
     st.scale = std::bit_cast<float>(static_cast<std::uint32_t>(parse_hex_field(j.at("scale"), "--state: scale", 32)));
     st.max_algorithm = j.value("algorithm", std::string("max")) != "most_recent";
     st.margin = j.value("margin", 0);
-  } catch (const json::exception&) {
-    throw InputError("--state: '" + path + "' needs \"history\" and \"scale\"");
-  }
+  } catch (const json::exception&) { throw InputError("--state: '" + path + "' needs \"history\" and \"scale\""); }
   if (st.history.empty()) throw InputError("--state: '" + path + "': the history is empty");
   return st;
 }
@@ -98,9 +101,13 @@ S::DelayedState read_state(const std::string& path) {
 json state_json(const S::DelayedState& st) {
   json h = json::array();
   for (float x : st.history) h.push_back(hex(std::bit_cast<std::uint32_t>(x), 8));
-  return {{"history", h}, {"scale", hex(std::bit_cast<std::uint32_t>(st.scale), 8)},
-          {"algorithm", st.max_algorithm ? "max" : "most_recent"}, {"margin", st.margin}};
+  return {{"history", h},
+          {"scale", hex(std::bit_cast<std::uint32_t>(st.scale), 8)},
+          {"algorithm", st.max_algorithm ? "max" : "most_recent"},
+          {"margin", st.margin}};
 }
+
+}  // namespace
 
 S::Options build_options(const QuantizeOptions& o, std::string& profile_name) {
   S::Options so;
@@ -111,6 +118,7 @@ S::Options build_options(const QuantizeOptions& o, std::string& profile_name) {
                      "nvfp4-1level)");
   so.scheme = *scheme;
   if (o.scheme == "block128x128") so.block_rows = 128;
+  if (o.block_rows > 0) so.block_rows = o.block_rows;
   if (!o.element.empty()) {
     so.element = find_format(o.element);
     if (!so.element) throw InputError("--element: unknown format '" + o.element + "'");
@@ -154,11 +162,13 @@ S::Options build_options(const QuantizeOptions& o, std::string& profile_name) {
   }
   if (o.variant == "fast-math") so.variant = S::Variant::fast_math;
   else if (o.variant == "4over6")
-    throw InputError("--variant: 4over6 is not implemented yet (its per-block rule must first be confirmed against "
-                     "Transformer Engine's kernel)");
+    throw InputError(
+        "--variant: 4over6 is not implemented yet (its per-block rule must first be confirmed against "
+        "Transformer Engine's kernel)");
   else if (o.variant != "standard") throw InputError("--variant: unknown '" + o.variant + "' (standard, fast-math)");
   if (o.zero_scale == "reference") so.zero_scale = S::ZeroScale::reference;
-  else if (o.zero_scale != "kernel") throw InputError("--zero-scale: unknown '" + o.zero_scale + "' (kernel, reference)");
+  else if (o.zero_scale != "kernel")
+    throw InputError("--zero-scale: unknown '" + o.zero_scale + "' (kernel, reference)");
   if (o.amax_nan == "propagate") so.amax_propagates_nan = true;
   else if (o.amax_nan != "ignore") throw InputError("--amax-nan: unknown '" + o.amax_nan + "' (ignore, propagate)");
   so.hadamard = o.hadamard;
@@ -179,11 +189,9 @@ S::Options build_options(const QuantizeOptions& o, std::string& profile_name) {
   return so;
 }
 
-void run_quantize(const QuantizeOptions& o) {
-  if (o.in.empty()) throw InputError("--in: required");
-  if (o.out.empty()) throw InputError("--out: required");
-  if (o.in != "-" || o.out != "-")
-    throw InputError("--in/--out: only '-' (text mode) is supported so far; .npy files are planned");
+namespace {
+
+void run_quantize_text(const QuantizeOptions& o) {
   std::string profile_name;
   S::Options so = build_options(o, profile_name);
   const Format* in_format = find_format(o.in_format);
@@ -293,13 +301,11 @@ void run_quantize(const QuantizeOptions& o) {
   write_all(o.out, out.dump() + "\n", "--out");
 }
 
-void run_dequantize(const DequantizeOptions& o) {
+void run_dequantize_text(const DequantizeOptions& o) {
   json j;
   try {
     j = json::parse(read_all(o.in, "--in"));
-  } catch (const json::parse_error& e) {
-    throw InputError("--in: malformed JSON at byte " + std::to_string(e.byte));
-  }
+  } catch (const json::parse_error& e) { throw InputError("--in: malformed JSON at byte " + std::to_string(e.byte)); }
   if (!j.is_object()) throw InputError("--in: expected the JSON object that quantize writes");
   auto need = [&](const char* key) -> const json& {
     if (!j.contains(key)) throw InputError(std::string("--in: \"") + key + "\" is missing");
@@ -322,14 +328,15 @@ void run_dequantize(const DequantizeOptions& o) {
   if (q.block_rows < 1 || q.block_cols < 1) throw InputError("--in: \"block\" must be positive");
   const bool transposed = j.value("axis", 1) == 0;
   if (transposed) std::swap(q.rows, q.cols);
-  q.scale_format = q.scheme == S::Scheme::mx ? &formats::e8m0
-                   : (q.scheme == S::Scheme::nvfp4 || q.scheme == S::Scheme::nvfp4_2d ||
-                      q.scheme == S::Scheme::nvfp4_1level)
-                       ? &formats::e4m3
-                       : (j.contains("packed_scales") ? &formats::e8m0 : &formats::f32);
+  q.scale_format =
+      q.scheme == S::Scheme::mx ? &formats::e8m0
+      : (q.scheme == S::Scheme::nvfp4 || q.scheme == S::Scheme::nvfp4_2d || q.scheme == S::Scheme::nvfp4_1level)
+          ? &formats::e4m3
+          : (j.contains("packed_scales") ? &formats::e8m0 : &formats::f32);
   std::size_t idx = 0;
   for (const json& s : need("scales"))
-    q.scales.push_back(parse_hex_field(s, "--in: scales[" + std::to_string(idx++) + "]", q.scale_format->storage_bits()));
+    q.scales.push_back(
+        parse_hex_field(s, "--in: scales[" + std::to_string(idx++) + "]", q.scale_format->storage_bits()));
   idx = 0;
   for (const json& c : need("codes"))
     q.codes.push_back(parse_hex_field(c, "--in: codes[" + std::to_string(idx++) + "]", q.element->storage_bits()));
@@ -346,7 +353,8 @@ void run_dequantize(const DequantizeOptions& o) {
         t[static_cast<std::size_t>(jj) * q.cols + i] = q.codes[static_cast<std::size_t>(i) * q.rows + jj];
     q.codes = t;
   }
-  if (j.contains("tensor_scale")) q.tensor_scale = static_cast<std::uint32_t>(parse_hex_field(j.at("tensor_scale"), "--in: tensor_scale", 32));
+  if (j.contains("tensor_scale"))
+    q.tensor_scale = static_cast<std::uint32_t>(parse_hex_field(j.at("tensor_scale"), "--in: tensor_scale", 32));
   std::vector<double> v = S::dequantize(q);
   if (transposed) {
     std::vector<double> t(v.size());
@@ -376,11 +384,674 @@ void run_dequantize(const DequantizeOptions& o) {
   write_all(o.out, s, "--out");
 }
 
+// ---- shared: recipe, packing, scale layouts -------------------------------------------------------
+
+namespace fs = std::filesystem;
+
+const char* mx_rule_name(S::MxRule r) {
+  switch (r) {
+    case S::MxRule::floor: return "floor";
+    case S::MxRule::ceil: return "ceil";
+    case S::MxRule::even: return "even";
+    case S::MxRule::rceil: return "rceil";
+    case S::MxRule::rne: return "rne";
+  }
+  return "?";
+}
+
+const char* nonfinite_name(S::NonFinite n) {
+  switch (n) {
+    case S::NonFinite::scale_nan: return "scale-nan";
+    case S::NonFinite::propagate: return "propagate";
+    case S::NonFinite::amax: return "amax";
+  }
+  return "?";
+}
+
+const char* scale_format_name(S::ScaleFormat f) {
+  switch (f) {
+    case S::ScaleFormat::f32: return "f32";
+    case S::ScaleFormat::pow2: return "pow2";
+    case S::ScaleFormat::ue8m0_packed: return "ue8m0-packed";
+  }
+  return "?";
+}
+
+// An io::FileError becomes an InputError with the same message (file, byte or key, problem): exit 2.
+template <class F>
+void file_errors_exit_2(F&& body) {
+  try {
+    body();
+  } catch (const io::FileError& e) { throw InputError(e.what()); }
+}
+
+// The random bits of a stochastic element rounding, one per element (the text mode's rules).
+std::vector<std::uint32_t> random_bits(const QuantizeOptions& o, const S::Options& so, std::size_t n) {
+  std::vector<std::uint32_t> rbits;
+  if (!is_stochastic(so.element_policy.rounding)) {
+    if (o.sr_bits != 0 || o.sr_seed >= 0 || !o.sr_bits_file.empty())
+      throw InputError("--sr-bits: only with a stochastic rounding (sr-a, sr-b, sr-c)");
+    return rbits;
+  }
+  if (o.sr_bits < 1 || o.sr_bits > max_sr_bits) throw InputError("--sr-bits: 1..32 with a stochastic rounding");
+  if ((o.sr_seed >= 0) == !o.sr_bits_file.empty())
+    throw InputError("--sr-seed / --sr-bits-file: a stochastic rounding needs exactly one of them");
+  if (o.sr_seed >= 0) {
+    for (std::size_t i = 0; i < n; ++i)
+      rbits.push_back(philox::sr_bits(static_cast<std::uint64_t>(o.sr_seed), i, o.sr_bits));
+    return rbits;
+  }
+  std::istringstream is(read_all(o.sr_bits_file, "--sr-bits-file"));
+  std::string tok;
+  while (is >> tok) {
+    const std::string what = "--sr-bits-file: value " + std::to_string(rbits.size() + 1);
+    rbits.push_back(static_cast<std::uint32_t>(parse_hex_field(json(tok), what, o.sr_bits)));
+  }
+  if (rbits.size() != n)
+    throw InputError("--sr-bits-file: " + std::to_string(rbits.size()) + " values for " + std::to_string(n) +
+                     " elements");
+  return rbits;
+}
+
+// File and checkpoint modes quantize rowwise along the last axis.
+void require_row_direction(const QuantizeOptions& o, const char* mode) {
+  if (o.direction != "row")
+    throw InputError(std::string("--direction: ") + mode +
+                     " writes the row direction only (col and both are text mode)");
+  if (o.axis == 0) throw InputError(std::string("--axis: ") + mode + " quantizes along the last axis (0 is text mode)");
+  if (o.axis != -1 && o.axis != 1) throw InputError("--axis: 0 or 1");
+  if (!o.shape.empty()) throw InputError(std::string("--shape: ") + mode + " takes the shape from the input file");
+}
+
+// Stored codes are one byte each (or packed): elements of at most 8 bits.
+void check_code_width(const S::Quantized& q) {
+  if (q.element->bits > 8)
+    throw InputError(std::string("--element: files and checkpoints store codes of at most 8 bits, not ") +
+                     q.element->name);
+}
+
+bool plain_file_name(const std::string& s) {
+  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos;
+}
+
+}  // namespace
+
+const char* name(Packing p) {
+  switch (p) {
+    case Packing::none: return "none";
+    case Packing::fp4x2: return "fp4x2";
+    case Packing::fp6x4: return "fp6x4";
+  }
+  return "?";
+}
+
+std::optional<Packing> parse_packing(const std::string& s) {
+  for (Packing p : {Packing::none, Packing::fp4x2, Packing::fp6x4})
+    if (s == name(p)) return p;
+  return std::nullopt;
+}
+
+Packing packing_for(const Format& element) {
+  if (element.bits == 4) return Packing::fp4x2;
+  if (element.bits == 6) return Packing::fp6x4;
+  throw InputError(std::string("--pack: packs 4- and 6-bit elements (e2m1, e2m3, e3m2), not ") + element.name);
+}
+
+int packing_bits(Packing p) { return p == Packing::fp4x2 ? 4 : p == Packing::fp6x4 ? 6 : 8; }
+
+const char* name(ScaleLayout l) { return l == ScaleLayout::cublaslt ? "cublaslt" : "row-major"; }
+
+std::optional<ScaleLayout> parse_layout(const std::string& s) {
+  if (s == "row-major") return ScaleLayout::row_major;
+  if (s == "cublaslt") return ScaleLayout::cublaslt;
+  return std::nullopt;
+}
+
+void check_layout(const S::Quantized& q, ScaleLayout layout, const std::string& what) {
+  if (layout == ScaleLayout::row_major) return;
+  // cuBLASLt's 1D block scaling factors layout holds 8-bit scales (VEC16_UE4M3, VEC32_UE8M0), one row
+  // per tensor row.
+  if (q.scale_format->bits != 8 || q.block_rows != 1)
+    throw InputError(what + ": the cublaslt layout holds 8-bit scales of 1-D blocks (mx, nvfp4, nvfp4-1level), not " +
+                     q.scale_format->name + " scales of " + std::to_string(q.block_rows) + "x" +
+                     std::to_string(q.block_cols) + " blocks");
+}
+
+std::map<std::string, std::string> recipe_keys(const QuantizeOptions& o, const S::Options& so, const S::Quantized& q,
+                                               const std::string& profile_name) {
+  std::map<std::string, std::string> m;
+  m["quantization_format"] = o.scheme;
+  m["element"] = so.element->name;
+  const S::Scheme s = so.scheme;
+  const bool nv = s == S::Scheme::nvfp4 || s == S::Scheme::nvfp4_2d || s == S::Scheme::nvfp4_1level;
+  if (s == S::Scheme::block || s == S::Scheme::mx || nv)
+    m["block_size"] = q.block_rows > 1 ? std::to_string(q.block_rows) + "x" + std::to_string(q.block_cols)
+                                       : std::to_string(q.block_cols);
+  if (s == S::Scheme::mx) {
+    m["scale_rule"] = mx_rule_name(so.mx_rule);
+    m["nonfinite"] = nonfinite_name(so.nonfinite);
+  }
+  if (s == S::Scheme::tensor || s == S::Scheme::channel || s == S::Scheme::token || s == S::Scheme::block)
+    m["scale_format"] = scale_format_name(so.scale_format);
+  if (s == S::Scheme::nvfp4 || s == S::Scheme::nvfp4_2d) {
+    m["variant"] = so.variant == S::Variant::fast_math ? "fast-math" : "standard";
+    m["zero_scale"] = so.zero_scale == S::ZeroScale::reference ? "reference" : "kernel";
+  }
+  if (nv && so.hadamard) m["hadamard"] = "true";
+  if (so.amax_propagates_nan) m["amax_nan"] = "propagate";
+  if (!profile_name.empty()) m["profile"] = profile_name;
+  if (!o.rounding.empty()) m["rounding"] = o.rounding;
+  return m;
+}
+
+QuantizeOptions options_from_recipe(const std::function<std::optional<std::string>(const std::string&)>& get,
+                                    const std::string& prefix) {
+  auto key_error = [&](const std::string& key, const std::string& why) {
+    return InputError("key \"" + prefix + key + "\": " + why);
+  };
+  QuantizeOptions o;
+  const auto scheme = get("quantization_format");
+  if (!scheme) throw key_error("quantization_format", "missing");
+  o.scheme = *scheme;
+  auto copy = [&](const char* key, std::string& field) {
+    if (const auto v = get(key)) field = *v;
+  };
+  copy("element", o.element);
+  copy("scale_rule", o.scale_rule);
+  copy("scale_format", o.scale_format);
+  copy("nonfinite", o.nonfinite);
+  copy("variant", o.variant);
+  copy("zero_scale", o.zero_scale);
+  copy("profile", o.profile);
+  copy("rounding", o.rounding);
+  copy("amax_nan", o.amax_nan);
+  if (const auto h = get("hadamard")) {
+    if (*h != "true" && *h != "false") throw key_error("hadamard", "'" + *h + "' is not true or false");
+    o.hadamard = *h == "true";
+  }
+  if (const auto b = get("block_size")) {
+    // "N" (1-D blocks of N along a row) or "RxN".
+    auto number = [&](const std::string& t) {
+      if (t.empty() || t.size() > 6 || t.find_first_not_of("0123456789") != std::string::npos || std::stoi(t) < 1)
+        throw key_error("block_size", "'" + *b + "' is not N or RxN with positive N and R");
+      return std::stoi(t);
+    };
+    const auto x = b->find('x');
+    if (x == std::string::npos) {
+      o.block = number(*b);
+    } else {
+      o.block_rows = number(b->substr(0, x));
+      o.block = number(b->substr(x + 1));
+    }
+  }
+  return o;
+}
+
+S::Options build_recipe_options(const QuantizeOptions& o, const std::string& prefix) {
+  static const std::map<std::string, std::string> key_of = {{"--scheme", "quantization_format"},
+                                                            {"--element", "element"},
+                                                            {"--block", "block_size"},
+                                                            {"--scale-rule", "scale_rule"},
+                                                            {"--scale-format", "scale_format"},
+                                                            {"--nonfinite", "nonfinite"},
+                                                            {"--variant", "variant"},
+                                                            {"--zero-scale", "zero_scale"},
+                                                            {"--profile", "profile"},
+                                                            {"--rounding", "rounding"},
+                                                            {"--amax-nan", "amax_nan"},
+                                                            {"--hadamard", "hadamard"},
+                                                            {"--variant fast-math", "variant"}};
+  std::string profile_name;
+  try {
+    return build_options(o, profile_name);
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    const auto colon = m.find(':');
+    if (colon != std::string::npos) {
+      const auto it = key_of.find(m.substr(0, colon));
+      if (it != key_of.end()) throw InputError("key \"" + prefix + it->second + "\"" + m.substr(colon));
+    }
+    throw InputError("key \"" + prefix + "quantization_format\": " + m);
+  }
+}
+
+std::vector<std::uint8_t> store_codes(const S::Quantized& q, Packing p) {
+  std::vector<std::uint8_t> codes(q.codes.begin(), q.codes.end());  // every element here is <= 8 bits
+  if (p == Packing::none) return codes;
+  return pack::pack_rows(packing_bits(p), codes, static_cast<std::size_t>(q.rows), static_cast<std::size_t>(q.cols));
+}
+
+io::Tensor store_scales(const S::Quantized& q, ScaleLayout layout) {
+  const auto sr = static_cast<std::uint64_t>(q.scale_rows()), sc = static_cast<std::uint64_t>(q.scale_cols());
+  if (q.scale_format->bits == 32) {
+    std::vector<std::uint32_t> w(q.scales.begin(), q.scales.end());
+    return io::Tensor::from_values<std::uint32_t>(io::DType::u32, {sr, sc}, w);
+  }
+  std::vector<std::uint8_t> b(q.scales.begin(), q.scales.end());
+  if (layout == ScaleLayout::row_major) return io::Tensor::from_values<std::uint8_t>(io::DType::u8, {sr, sc}, b);
+  b = pack::swizzle_cublaslt(b, sr, sc);
+  return io::Tensor::from_values<std::uint8_t>(io::DType::u8, {b.size()}, b);
+}
+
+std::vector<std::uint64_t> load_scales(const std::vector<std::uint64_t>& stored, const S::Quantized& shape,
+                                       ScaleLayout layout) {
+  if (layout == ScaleLayout::row_major) return stored;
+  std::vector<std::uint8_t> b(stored.begin(), stored.end());
+  b = pack::unswizzle_cublaslt(b, static_cast<std::size_t>(shape.scale_rows()),
+                               static_cast<std::size_t>(shape.scale_cols()));
+  return {b.begin(), b.end()};
+}
+
+std::optional<std::pair<int, int>> matrix_dims(const std::vector<std::uint64_t>& shape) {
+  const auto n = io::element_count(shape);
+  if (!n) return std::nullopt;
+  const std::uint64_t cols = shape.empty() ? 1 : shape.back();
+  const std::uint64_t rows = cols == 0 ? 0 : *n / cols;
+  constexpr std::uint64_t limit = 0x7FFFFFFF;
+  if (rows > limit || cols > limit || *n > limit) return std::nullopt;
+  return std::pair<int, int>{static_cast<int>(rows), static_cast<int>(cols)};
+}
+
+std::vector<std::uint64_t> packed_shape(const std::vector<std::uint64_t>& shape, Packing p) {
+  if (p == Packing::none) return shape;
+  std::vector<std::uint64_t> s = shape.empty() ? std::vector<std::uint64_t>{1} : shape;
+  s.back() = pack::packed_bytes(packing_bits(p), s.back());
+  return s;
+}
+
+std::optional<std::vector<float>> float_values(const io::Tensor& t) {
+  std::vector<float> v;
+  if (t.dtype == io::DType::f32) return t.values<float>();
+  if (t.dtype != io::DType::bf16 && t.dtype != io::DType::f16) return std::nullopt;
+  const Format& f = t.dtype == io::DType::bf16 ? formats::bf16 : formats::f16;
+  for (std::uint16_t b : t.values<std::uint16_t>())
+    v.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(convert(f, b, formats::f32, Policy{}).code)));
+  return v;
+}
+
+std::string shape_text(const std::vector<std::uint64_t>& shape) {
+  std::string s("[");
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  s += "]";
+  return s;
+}
+
+namespace {
+
+// ---- file mode: FILE.npy -> DIR ---------------------------------------------------------------------
+
+// The input tensor of file mode: f32 or f16 (--in-format f32, the default), f16, or bf16 stored as
+// uint16 (--in-format bf16).
+io::NpyArray read_input_npy(const std::string& path, const std::string& in_format) {
+  if (in_format == "bf16") return io::read_npy(path, io::DType::bf16);
+  if (in_format == "f16") return io::read_npy(path, io::DType::f16);
+  if (in_format != "f32") throw InputError("--in-format: expected f32, bf16 or f16");
+  io::NpyArray a = io::read_npy(path);
+  if (a.dtype == io::DType::f32 || a.dtype == io::DType::f16) return a;
+  std::string why("holds '");
+  why += io::npy_descr(a.dtype).value_or("?");
+  why += "', expected '<f4' or '<f2'";
+  if (a.dtype == io::DType::u16) why += " (uint16 bf16 bit patterns need --in-format bf16)";
+  throw io::FileError(path, "key \"descr\"", why);
+}
+
+struct OutFile {
+  std::string name;
+  std::vector<std::uint8_t> bytes;
+};
+
+// Write `files` into DIR as a whole: into a fresh sibling directory, then renamed into place.  An
+// existing DIR is replaced only when it is empty or a previous quantized directory (holds
+// quantized.json); on any failure nothing of the new output remains and DIR is as it was.
+void write_dir_atomic(const std::string& dir, const std::vector<OutFile>& files) {
+  const fs::path target = fs::path(dir).lexically_normal();
+  if (!target.has_filename() || target.filename() == "." || target.filename() == "..")
+    throw InputError("--out: '" + dir + "' is not a directory name");
+  std::error_code ec;
+  const bool exists = fs::exists(fs::symlink_status(target, ec));
+  if (exists) {
+    if (!fs::is_directory(fs::symlink_status(target, ec)))
+      throw InputError("--out: '" + dir + "' exists and is not a directory");
+    if (!fs::is_empty(target, ec) && !fs::exists(target / "quantized.json", ec))
+      throw InputError("--out: '" + dir + "' is a directory with other files (no quantized.json); not replacing it");
+  }
+  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  fs::path tmp;
+  for (int attempt = 0;; ++attempt) {
+    tmp = parent / ("." + target.filename().string() + ".tmp-lowbit-" + std::to_string(::getpid()) + "-" +
+                    std::to_string(attempt));
+    if (fs::create_directory(tmp, ec)) break;
+    if (ec || attempt > 100) throw InputError("--out: cannot create a directory beside '" + dir + "': " + ec.message());
+  }
+  try {
+    for (const OutFile& f : files) {
+      const std::string path = (tmp / f.name).string();
+      const std::span<const std::uint8_t> part(f.bytes);
+      io::write_file_atomic(path, std::span<const std::span<const std::uint8_t>>(&part, 1));
+    }
+    if (exists) {
+      const fs::path old = parent / ("." + target.filename().string() + ".old-lowbit-" + std::to_string(::getpid()));
+      fs::rename(target, old);
+      try {
+        fs::rename(tmp, target);
+      } catch (...) {
+        fs::rename(old, target, ec);
+        throw;
+      }
+      fs::remove_all(old, ec);
+    } else {
+      fs::rename(tmp, target);
+    }
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ec);
+    throw InputError("--out: cannot write '" + dir + "': " + e.code().message());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+std::vector<std::uint8_t> npy_bytes(const io::Tensor& t) { return io::encode_npy(t.dtype, t.shape, t.bytes); }
+
+void run_quantize_files(const QuantizeOptions& o) {
+  require_row_direction(o, "file mode");
+  std::string profile_name;
+  const S::Options so = build_options(o, profile_name);
+  const auto layout = parse_layout(o.scale_layout);
+  if (!layout) throw InputError("--scale-layout: unknown '" + o.scale_layout + "' (row-major, cublaslt)");
+  const Packing packing = o.pack ? packing_for(*so.element) : Packing::none;
+
+  const io::NpyArray a = read_input_npy(o.in, o.in_format);
+  const auto dims = matrix_dims(a.shape);
+  if (!dims) throw io::FileError(o.in, "key \"shape\"", shape_text(a.shape) + " is too large");
+  if (dims->first < 1 || dims->second < 1)
+    throw io::FileError(o.in, "key \"shape\"", shape_text(a.shape) + " holds no elements");
+  const S::Tensor x{dims->first, dims->second, *float_values(a)};
+  const std::vector<std::uint32_t> rbits = random_bits(o, so, x.data.size());
+  if (!o.state.empty() && so.scheme != S::Scheme::delayed) throw InputError("--state: applies to the delayed scheme");
+  S::DelayedState st = read_state(o.state);
+  const S::Quantized q = S::quantize(x, so, rbits.empty() ? nullptr : &rbits, &st);
+  check_layout(q, *layout, "--scale-layout");
+  check_code_width(q);
+
+  std::vector<OutFile> files;
+  const io::Tensor codes =
+      io::Tensor::from_values<std::uint8_t>(io::DType::u8, packed_shape(a.shape, packing), store_codes(q, packing));
+  files.push_back({"codes.npy", npy_bytes(codes)});
+  files.push_back({"scales.npy", npy_bytes(store_scales(q, *layout))});
+  json out;
+  out["format"] = "lowbit-quantized";
+  out["version"] = 1;
+  out["scheme"] = o.scheme;
+  out["element"] = q.element->name;
+  out["shape"] = a.shape;
+  if (!profile_name.empty()) out["profile"] = profile_name;
+  out["block"] = json::array({q.block_rows, q.block_cols});
+  out["scale_format"] = q.scale_format->name;
+  out["scale_shape"] = json::array({q.scale_rows(), q.scale_cols()});
+  out["scale_layout"] = name(*layout);
+  out["packing"] = name(packing);
+  out["recipe"] = recipe_keys(o, so, q, profile_name);
+  json names = {{"codes", "codes.npy"}, {"scales", "scales.npy"}};
+  if (q.tensor_scale) {
+    out["tensor_scale"] = hex(*q.tensor_scale, 8);
+    const std::uint32_t ts = *q.tensor_scale;
+    files.push_back({"tensor_scale.npy",
+                     npy_bytes(io::Tensor::from_values<std::uint32_t>(io::DType::u32, {1}, std::span(&ts, 1)))});
+    names["tensor_scale"] = "tensor_scale.npy";
+  }
+  out["files"] = names;
+  if (so.scheme == S::Scheme::delayed) {
+    const json sj = state_json(st);
+    out["amax_history"] = sj["history"];
+    out["scale"] = sj["scale"];
+  }
+  const std::string text = out.dump(1) + "\n";
+  files.push_back({"quantized.json", std::vector<std::uint8_t>(text.begin(), text.end())});
+  write_dir_atomic(o.out, files);
+  if (so.scheme == S::Scheme::delayed && !o.state.empty()) write_all(o.state, state_json(st).dump(1) + "\n", "--state");
+}
+
+// ---- checkpoint mode: A.safetensors -> B.safetensors ---------------------------------------------
+
+void run_quantize_checkpoint(const QuantizeOptions& o) {
+  require_row_direction(o, "checkpoint mode");
+  if (!o.state.empty()) throw InputError("--state: checkpoint mode does not take the delayed scheme's state");
+  std::string profile_name;
+  const S::Options so = build_options(o, profile_name);
+  if (so.scheme == S::Scheme::delayed)
+    throw InputError(
+        "--scheme: delayed scaling takes its scale from training state, not from the tensor; "
+        "checkpoints are written with current-scaling schemes");
+  if (is_stochastic(so.element_policy.rounding))
+    throw InputError("--rounding: a checkpoint records no random bits, so its codes could not be re-computed");
+  const auto layout = parse_layout(o.scale_layout);
+  if (!layout) throw InputError("--scale-layout: unknown '" + o.scale_layout + "' (row-major, cublaslt)");
+  const Packing packing = o.pack ? packing_for(*so.element) : Packing::none;
+  if (!o.out.ends_with(".safetensors")) throw InputError("--out: checkpoint mode writes a .safetensors file");
+
+  const io::Safetensors src = io::read_safetensors(o.in);
+  std::vector<std::string> names = o.tensors;
+  if (names.empty()) {
+    for (const auto& [n, t] : src.tensors)
+      if (t.rank() >= 2 && (t.dtype == io::DType::f32 || t.dtype == io::DType::bf16 || t.dtype == io::DType::f16))
+        names.push_back(n);
+    if (names.empty()) throw io::FileError(o.in, "", "no F32, BF16 or F16 tensor of rank 2 or more to quantize");
+  }
+  std::map<std::string, io::Tensor> out_tensors;
+  std::map<std::string, std::string> meta = src.metadata;
+  for (const auto& [n, t] : src.tensors)
+    if (std::find(names.begin(), names.end(), n) == names.end()) out_tensors[n] = t;
+  for (const std::string& w : names) {
+    const io::Tensor& t = src.tensor(w);
+    const auto values = float_values(t);
+    if (!values)
+      throw io::FileError(o.in, "key \"" + w + "\"",
+                          std::string("dtype ") + std::string(io::dtype_name(t.dtype)) + " is not F32, BF16 or F16");
+    const auto dims = matrix_dims(t.shape);
+    if (!dims || dims->first < 1 || dims->second < 1)
+      throw io::FileError(o.in, "key \"" + w + "\"", "shape " + shape_text(t.shape) + " cannot be quantized");
+    const S::Quantized q = S::quantize(S::Tensor{dims->first, dims->second, *values}, so);
+    check_layout(q, *layout, "--scale-layout");
+    check_code_width(q);
+    for (const char* suffix : {".data", ".block_scales", ".tensor_scale"})
+      if (src.contains(w + suffix)) throw io::FileError(o.in, "key \"" + w + suffix + "\"", "already present");
+    out_tensors[w + ".data"] =
+        io::Tensor::from_values<std::uint8_t>(io::DType::u8, packed_shape(t.shape, packing), store_codes(q, packing));
+    io::Tensor scales = store_scales(q, *layout);
+    if (scales.dtype == io::DType::u32) scales.dtype = io::DType::f32;  // f32 decode scales as F32
+    out_tensors[w + ".block_scales"] = scales;
+    if (q.tensor_scale) {
+      const std::uint32_t ts = *q.tensor_scale;
+      out_tensors[w + ".tensor_scale"] = io::Tensor::from_values<std::uint32_t>(io::DType::f32, {1}, std::span(&ts, 1));
+    }
+    for (const auto& [k, v] : recipe_keys(o, so, q, profile_name)) meta[w + "." + k] = v;
+    meta[w + ".layout"] = name(*layout);
+    meta[w + ".packing"] = name(packing);
+  }
+  io::write_safetensors(o.out, out_tensors, meta);
+}
+
+void run_quantize(const QuantizeOptions& o) {
+  if (o.in.empty()) throw InputError("--in: required");
+  if (o.out.empty()) throw InputError("--out: required");
+  if (o.in == "-" && o.out == "-") {
+    if (o.pack) throw InputError("--pack: applies to file and checkpoint modes (text mode codes are never packed)");
+    if (o.scale_layout != "row-major") throw InputError("--scale-layout: applies to file and checkpoint modes");
+    if (!o.tensors.empty()) throw InputError("--tensor: applies to checkpoint mode");
+    run_quantize_text(o);
+    return;
+  }
+  if (o.in == "-" || o.out == "-")
+    throw InputError(
+        "--in/--out: text mode reads '-' and writes '-'; file mode reads FILE.npy and writes a directory; "
+        "checkpoint mode reads and writes .safetensors files");
+  file_errors_exit_2([&] {
+    if (o.in.ends_with(".safetensors")) {
+      run_quantize_checkpoint(o);
+    } else {
+      if (!o.tensors.empty()) throw InputError("--tensor: applies to checkpoint mode (.safetensors in and out)");
+      run_quantize_files(o);
+    }
+  });
+}
+
+// ---- dequantize DIR -> FILE.npy -----------------------------------------------------------------------
+
+void run_dequantize_dir(const DequantizeOptions& o) {
+  if (o.exact) throw InputError("--exact: applies to text mode (a directory dequantizes to an f32 .npy file)");
+  if (o.out == "-") throw InputError("--out: a quantized directory dequantizes to a .npy file, not '-'");
+  const fs::path dir(o.in);
+  const std::string jpath = (dir / "quantized.json").string();
+  json j;
+  {
+    std::ifstream in(jpath, std::ios::binary);
+    if (!in) throw io::FileError(jpath, "", "cannot be read (is '" + o.in + "' a directory that quantize wrote?)");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    try {
+      j = json::parse(ss.str());
+    } catch (const json::parse_error& e) {
+      throw io::FileError(jpath, "byte " + std::to_string(e.byte), "malformed JSON");
+    }
+  }
+  auto bad = [&](const std::string& key, const std::string& why) {
+    return io::FileError(jpath, "key \"" + key + "\"", why);
+  };
+  auto need = [&](const std::string& key) -> const json& {
+    if (!j.is_object() || !j.contains(key)) throw bad(key, "missing");
+    return j.at(key);
+  };
+  auto need_string = [&](const std::string& key) {
+    const json& v = need(key);
+    if (!v.is_string()) throw bad(key, "expected a string");
+    return v.get<std::string>();
+  };
+  S::Quantized q;
+  const std::string scheme = need_string("scheme");
+  const auto sc = S::parse_scheme(scheme == "block1x128" || scheme == "block128x128" ? "block" : scheme);
+  if (!sc) throw bad("scheme", "unknown scheme '" + scheme + "'");
+  q.scheme = *sc;
+  q.element = find_format(need_string("element"));
+  if (!q.element || q.element->bits > 8) throw bad("element", "not an element format of at most 8 bits");
+  q.scale_format = find_format(need_string("scale_format"));
+  if (q.scale_format != &formats::f32 && q.scale_format != &formats::e8m0 && q.scale_format != &formats::e4m3)
+    throw bad("scale_format", "expected f32, e8m0 or e4m3");
+  std::vector<std::uint64_t> shape;
+  const json& js = need("shape");
+  if (!js.is_array()) throw bad("shape", "expected an array");
+  for (const json& d : js) {
+    if (!d.is_number_unsigned()) throw bad("shape", "expected non-negative integers");
+    shape.push_back(d.get<std::uint64_t>());
+  }
+  const auto dims = matrix_dims(shape);
+  if (!dims || dims->first < 1 || dims->second < 1) throw bad("shape", shape_text(shape) + " is not a quantized shape");
+  q.rows = dims->first;
+  q.cols = dims->second;
+  const json& jb = need("block");
+  if (!jb.is_array() || jb.size() != 2 || !jb[0].is_number_integer() || !jb[1].is_number_integer() ||
+      jb[0].get<long long>() < 1 || jb[1].get<long long>() < 1 || jb[0].get<long long>() > 0x7FFFFFFF ||
+      jb[1].get<long long>() > 0x7FFFFFFF)
+    throw bad("block", "expected [rows, cols] of positive integers");
+  q.block_rows = jb[0].get<int>();
+  q.block_cols = jb[1].get<int>();
+  const auto packing = parse_packing(need_string("packing"));
+  if (!packing) throw bad("packing", "expected none, fp4x2 or fp6x4");
+  if (*packing != Packing::none && packing_bits(*packing) != q.element->bits)
+    throw bad("packing", std::string(name(*packing)) + " does not hold " + q.element->name + " codes");
+  const auto layout = parse_layout(need_string("scale_layout"));
+  if (!layout) throw bad("scale_layout", "expected row-major or cublaslt");
+  try {
+    check_layout(q, *layout, "scale_layout");
+  } catch (const InputError& e) { throw bad("scale_layout", e.what()); }
+  const json& files = need("files");
+  auto file = [&](const std::string& role) -> std::optional<std::string> {
+    if (!files.is_object() || !files.contains(role)) return std::nullopt;
+    const json& f = files.at(role);
+    if (!f.is_string() || !plain_file_name(f.get<std::string>()))
+      throw bad("files." + role, "expected a file name inside the directory");
+    return (dir / f.get<std::string>()).string();
+  };
+  // Codes.
+  const auto cpath = file("codes");
+  if (!cpath) throw bad("files.codes", "missing");
+  const io::NpyArray codes = io::read_npy(*cpath, io::DType::u8);
+  const std::vector<std::uint64_t> want = packed_shape(shape, *packing);
+  if (codes.shape != want)
+    throw io::FileError(*cpath, "key \"shape\"",
+                        shape_text(codes.shape) + ", but quantized.json's shape and packing need " + shape_text(want));
+  const std::vector<std::uint8_t> unpacked = pack::unpack_rows(
+      packing_bits(*packing), codes.bytes, static_cast<std::size_t>(q.rows), static_cast<std::size_t>(q.cols));
+  const std::uint64_t data_at = fs::file_size(*cpath) - codes.bytes.size();
+  for (std::size_t i = 0; i < unpacked.size(); ++i) {
+    if (!q.element->valid_code(unpacked[i])) {
+      const std::size_t byte = *packing == Packing::none
+                                   ? i
+                                   : (i / static_cast<std::size_t>(q.cols)) *
+                                         pack::packed_bytes(packing_bits(*packing), static_cast<std::size_t>(q.cols));
+      throw io::FileError(*cpath, "byte " + std::to_string(data_at + byte),
+                          "code " + hex(unpacked[i], 2) + " of element " + std::to_string(i) + " is not a " +
+                              q.element->name + " code");
+    }
+    q.codes.push_back(unpacked[i]);
+  }
+  // Scales.
+  const auto spath = file("scales");
+  if (!spath) throw bad("files.scales", "missing");
+  const bool wide = q.scale_format->bits == 32;
+  const io::NpyArray scales = io::read_npy(*spath, wide ? io::DType::u32 : io::DType::u8);
+  const std::vector<std::uint64_t> swant =
+      *layout == ScaleLayout::cublaslt
+          ? std::vector<std::uint64_t>{pack::cublaslt_shape(static_cast<std::size_t>(q.scale_rows()),
+                                                            static_cast<std::size_t>(q.scale_cols()))
+                                           .bytes()}
+          : std::vector<std::uint64_t>{static_cast<std::uint64_t>(q.scale_rows()),
+                                       static_cast<std::uint64_t>(q.scale_cols())};
+  if (scales.shape != swant)
+    throw io::FileError(*spath, "key \"shape\"",
+                        shape_text(scales.shape) + ", but the " + name(*layout) + " scales of " +
+                            std::to_string(q.scale_rows()) + "x" + std::to_string(q.scale_cols()) + " blocks need " +
+                            shape_text(swant));
+  std::vector<std::uint64_t> stored;
+  if (wide) {
+    for (std::uint32_t w : scales.values<std::uint32_t>()) stored.push_back(w);
+  } else {
+    for (std::uint8_t b : scales.values<std::uint8_t>()) stored.push_back(b);
+  }
+  q.scales = load_scales(stored, q, *layout);
+  // Tensor scale.
+  if (const auto tpath = file("tensor_scale")) {
+    const io::NpyArray ts = io::read_npy(*tpath, io::DType::u32);
+    if (ts.elements() != 1) throw io::FileError(*tpath, "key \"shape\"", shape_text(ts.shape) + ", expected one value");
+    q.tensor_scale = ts.values<std::uint32_t>()[0];
+  } else if (q.scheme == S::Scheme::nvfp4 || q.scheme == S::Scheme::nvfp4_2d) {
+    throw bad("files.tensor_scale", "missing (two-level NVFP4 has a tensor scale)");
+  }
+  const std::vector<double> v = S::dequantize(q);
+  std::vector<float> f(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) f[i] = static_cast<float>(v[i]);  // exact product, one rounding
+  io::write_npy(o.out, io::Tensor::from_values<float>(io::DType::f32, shape, f));
+}
+
+void run_dequantize(const DequantizeOptions& o) {
+  if (o.in != "-" && fs::is_directory(o.in)) {
+    file_errors_exit_2([&] { run_dequantize_dir(o); });
+    return;
+  }
+  run_dequantize_text(o);
+}
+
 }  // namespace
 
 void add_quantize(CLI::App& app) {
   auto o = std::make_shared<QuantizeOptions>();
-  auto* q = app.add_subcommand("quantize", "Quantize a tensor with a scaling scheme (text mode: --in - --out -)");
+  auto* q =
+      app.add_subcommand("quantize",
+                         "Quantize a tensor with a scaling scheme (text: --in - --out -; files: --in X.npy --out DIR; "
+                         "checkpoints: --in A.safetensors --out B.safetensors)");
   q->add_option("--scheme", o->scheme,
                 "tensor, delayed, channel, token, block1x128, block128x128, block, mx, nvfp4, nvfp4-2d, nvfp4-1level")
       ->required();
@@ -403,14 +1074,27 @@ void add_quantize(CLI::App& app) {
   q->add_option("--amax-nan", o->amax_nan, "ignore (fmaxf, default) or propagate");
   q->add_option("--shape", o->shape, "R,C for a 2-D tensor (default: 1-D)");
   q->add_option("--in-format", o->in_format, "f32 (default), bf16 or f16 bit patterns");
-  q->add_option("--in", o->in, "'-': whitespace-separated 0x bit patterns on stdin")->required();
-  q->add_option("--out", o->out, "'-': one JSON object on stdout")->required();
+  q->add_option("--in", o->in,
+                "'-': whitespace-separated 0x bit patterns on stdin; FILE.npy (f32, f16, bf16 as uint16); or "
+                "A.safetensors (checkpoint mode)")
+      ->required();
+  q->add_option("--out", o->out,
+                "'-': one JSON object on stdout; DIR for FILE.npy (codes.npy, scales.npy, tensor_scale.npy, "
+                "quantized.json); B.safetensors in checkpoint mode")
+      ->required();
+  q->add_flag("--pack", o->pack,
+              "File and checkpoint modes: pack 4-bit codes two per byte, 6-bit codes four per 3 bytes");
+  q->add_option("--scale-layout", o->scale_layout, "File and checkpoint modes: row-major (default) or cublaslt");
+  q->add_option("--tensor", o->tensors,
+                "Checkpoint mode: a tensor to quantize (repeatable; default every float "
+                "tensor of rank 2 or more)");
   q->callback([o] { guarded([&] { run_quantize(*o); }); });
 
   auto d = std::make_shared<DequantizeOptions>();
-  auto* dq = app.add_subcommand("dequantize", "Dequantize quantize's JSON: one f32 bit pattern per element");
-  dq->add_option("--in", d->in, "'-' or a file: the JSON quantize wrote");
-  dq->add_option("--out", d->out, "'-' or a file");
+  auto* dq = app.add_subcommand(
+      "dequantize", "Dequantize quantize's JSON (one f32 bit pattern per element) or directory (an f32 .npy file)");
+  dq->add_option("--in", d->in, "'-' or a file: the JSON quantize wrote; or a directory quantize wrote");
+  dq->add_option("--out", d->out, "'-' or a file (FILE.npy, f32, for a directory)");
   dq->add_flag("--exact", d->exact, "Write exact decimals instead of f32 bit patterns");
   dq->callback([d] { guarded([&] { run_dequantize(*d); }); });
 }
