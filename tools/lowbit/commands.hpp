@@ -10,5 +10,7 @@ void add_conform(CLI::App& app);
 void add_gemm(CLI::App& app);
 // `lowbit quantize` and `lowbit dequantize`: quantize_cmd.cpp.
 void add_quantize(CLI::App& app);
+// `lowbit verify-checkpoint`: checkpoint_cmd.cpp.
+void add_verify_checkpoint(CLI::App& app);
 
 }  // namespace lowbit::cli

@@ -738,6 +738,7 @@ int main(int argc, char** argv) {
   lowbit::cli::add_conform(app);
   lowbit::cli::add_gemm(app);
   lowbit::cli::add_quantize(app);
+  lowbit::cli::add_verify_checkpoint(app);
 
   // CLI11 reports a stray word as "a subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
