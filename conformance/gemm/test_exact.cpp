@@ -13,18 +13,14 @@
 #include "lowbit/convert.hpp"
 #include "lowbit/exact.hpp"
 #include "lowbit/gemm.hpp"
+#include "random_codes.hpp"
 
 namespace {
 
 using lowbit::gemm::Matrix;
 namespace F = lowbit::formats;
 
-std::uint64_t splitmix(std::uint64_t& s) {
-  std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+using lowbit::testing::splitmix;
 
 // Independent check of the exact reference: the same dot product summed with GMP rationals and rounded
 // by the exact path.
@@ -47,21 +43,12 @@ std::uint64_t rational_dot(const lowbit::Format& f, const std::vector<std::uint6
   return lowbit::exact::round(F::f32, v, {}).code;
 }
 
-std::vector<std::uint64_t> random_finite_codes(const lowbit::Format& f, int n, std::uint64_t& seed) {
-  std::vector<std::uint64_t> v;
-  while (static_cast<int>(v.size()) < n) {
-    const std::uint64_t c = splitmix(seed) & lowbit::bits::ones(f.code_bits());
-    if (!f.is_nan_code(c) && !f.is_inf_code(c)) v.push_back(c);
-  }
-  return v;
-}
-
 TEST(ExactGemm, EqualsRationalSumForEveryOperandFormat) {
   std::uint64_t seed = 7;
   for (const lowbit::Format* f : {&F::e4m3, &F::e5m2, &F::e2m1, &F::e3m2, &F::bf16, &F::f16, &F::f32}) {
     for (int trial = 0; trial < 40; ++trial) {
       const int k = 1 + static_cast<int>(splitmix(seed) % 70);
-      auto a = random_finite_codes(*f, k, seed), b = random_finite_codes(*f, k, seed);
+      auto a = lowbit::testing::finite_codes(*f, k, seed), b = lowbit::testing::finite_codes(*f, k, seed);
       const Matrix ma{f, 1, k, a}, mb{f, k, 1, b};
       EXPECT_EQ(lowbit::gemm::exact(ma, mb, nullptr)[0], rational_dot(*f, a, b)) << f->name << " k=" << k;
     }
@@ -74,7 +61,7 @@ TEST(ExactGemm, IndependentOfOrder) {
   std::uint64_t seed = 11;
   for (int trial = 0; trial < 50; ++trial) {
     const int k = 64;
-    auto a = random_finite_codes(F::e5m2, k, seed), b = random_finite_codes(F::e5m2, k, seed);
+    auto a = lowbit::testing::finite_codes(F::e5m2, k, seed), b = lowbit::testing::finite_codes(F::e5m2, k, seed);
     const auto d0 = lowbit::gemm::exact({&F::e5m2, 1, k, a}, {&F::e5m2, k, 1, b}, nullptr)[0];
     std::vector<int> idx(k);
     std::iota(idx.begin(), idx.end(), 0);

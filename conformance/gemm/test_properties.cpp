@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lowbit/gemm.hpp"
+#include "random_codes.hpp"
 
 namespace {
 
@@ -14,21 +15,7 @@ using lowbit::gemm::Matrix;
 using lowbit::gemm::TensorCoreModel;
 namespace F = lowbit::formats;
 
-std::uint64_t next(std::uint64_t& s) {
-  std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-std::vector<std::uint64_t> finite_codes(const lowbit::Format& f, int n, std::uint64_t& s) {
-  std::vector<std::uint64_t> v;
-  while (static_cast<int>(v.size()) < n) {
-    const std::uint64_t c = next(s) & lowbit::bits::ones(f.code_bits());
-    if (!f.is_nan_code(c) && !f.is_inf_code(c)) v.push_back(c);
-  }
-  return v;
-}
+using lowbit::testing::finite_codes;
 
 // With F large enough to hold every term exactly (e4m3 products span 2^-18 .. 2^17.6: F = 40 suffices),
 // one step of a model is the exact sum rounded toward zero to f32.

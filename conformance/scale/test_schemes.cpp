@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lowbit/scale.hpp"
+#include "../gemm/random_codes.hpp"
 
 namespace {
 
@@ -190,12 +191,7 @@ TEST(Block, Ue8m0Packed) {
 
 // ---- properties ----------------------------------------------------------------------------------
 
-std::uint64_t next(std::uint64_t& s) {
-  std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+std::uint64_t next(std::uint64_t& s) { return lowbit::testing::splitmix(s); }
 float random_value(std::uint64_t& s) {
   // Finite f32 values spread over many binades.
   const auto e = static_cast<int>(next(s) % 40) - 20;
