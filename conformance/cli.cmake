@@ -10,6 +10,7 @@ endif()
 set(_lowbit_py_tests
   cli_contract  cli/test_cli.py
   cli_schemes_gemm  cli/test_schemes_cli.py
+  cli_checkpoint  cli/test_checkpoint_cli.py
   peer_ml_dtypes  peers/test_mldtypes.py
   peer_gfloat  peers/test_gfloat.py
 )
