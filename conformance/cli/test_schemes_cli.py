@@ -273,3 +273,25 @@ def test_gemm_list_models():
 def test_gemm_errors(obj, names):
     fails(["gemm", "--model", "exact", "--a", "-", "--out", "-"], json.dumps(obj), *names)
     fails(["gemm", "--model", "no-such-model", "--a", "-", "--out", "-"], json.dumps(CANCEL), "no-such-model")
+
+
+def test_gemm_npy_files(tmp_path):
+    a, b, out = tmp_path / "a.npy", tmp_path / "b.npy", tmp_path / "d.npy"
+    np.save(a, np.array([[0x7E, 0xFE, 0x08]], dtype=np.uint8))   # e4m3 codes: 448, -448, 2^-6
+    np.save(b, np.array([[0x38], [0x38], [0x38]], dtype=np.uint8))  # 1.0
+    rc, _, err = run(["gemm", "--model", "exact", "--a", str(a), "--b", str(b), "--out", str(out)])
+    assert rc == 0, err
+    d = np.load(out)
+    assert d.dtype == np.float32 and d.shape == (1, 1) and d.view(np.uint32)[0, 0] == 0x3C800000
+    # f32 operands as values: 1.5 * 2 + 2 * 0.25 = 3.5 (0x40600000), exact in every model here.
+    np.save(a, np.array([[1.5, 2.0]], dtype=np.float32))
+    np.save(b, np.array([[2.0], [0.25]], dtype=np.float32))
+    rc, o, err = run(["gemm", "--model", "hopper-tf32", "--a", str(a), "--b", str(b), "--out", "-"])
+    assert json.loads(o) == {"d": ["0x40600000"]}
+    # Inner dimensions that differ, a missing file: exit 2 naming the culprit, no output file.
+    out2 = tmp_path / "e.npy"
+    np.save(b, np.array([[2.0], [0.25], [1.0]], dtype=np.float32))
+    fails(["gemm", "--model", "exact", "--a", str(a), "--b", str(b), "--out", str(out2)], "", "--b", "1x2")
+    fails(["gemm", "--model", "exact", "--a", str(tmp_path / "nope.npy"), "--b", str(b), "--out", str(out2)], "",
+          "--a", "nope.npy")
+    assert not out2.exists()

@@ -8,6 +8,7 @@
 #include "cli_util.hpp"
 #include "commands.hpp"
 #include "lowbit/gemm.hpp"
+#include "lowbit/io.hpp"
 #include "lowbit/registry.hpp"
 
 namespace lowbit::cli {
@@ -23,6 +24,10 @@ struct GemmOptions {
   std::string out = "-";
   bool list = false;
   bool amax = false;
+  int rows = 0, cols = 0;  // D's shape, once known
+  // File mode: .npy operands (see read_npy_operands).
+  std::string b, c, a_format, b_format, a_scales, b_scales, scale_format, alpha, beta, scale_a, scale_b;
+  int scale_block = 0;
 };
 
 // Models beyond the tensor-core presets: the exact reference, f32 accumulation orders, promotion.
@@ -84,6 +89,70 @@ std::uint32_t read_f32(const json& j, const char* key, std::uint32_t fallback) {
   return static_cast<std::uint32_t>(parse_hex_field(j.at(key), std::string("\"") + key + "\"", 32));
 }
 
+// File mode: operands are .npy files of codes, as unsigned integers of the format's storage width (u8 for
+// formats of at most 8 bits, u16 for 16-bit formats, u32 for f32/tf32 bit patterns), or f16 / f32 / bf16
+// arrays holding the values themselves (their bit patterns are the codes).  A is M x K, B is K x N, C (f32)
+// M x N; scales as the text mode describes them.  The files are turned into the text mode's JSON object,
+// so both modes share one code path.
+json read_npy_operands(const GemmOptions& o) {
+  json j;
+  auto load = [&](const std::string& path, const std::string& option, const std::string& key, int& rows, int& cols) {
+    io::NpyArray t;
+    try {
+      t = io::read_npy(path);
+    } catch (const io::FileError& e) {
+      throw InputError(option + ": " + e.what());
+    }
+    if (t.rank() != 2) throw InputError(option + ": '" + path + "' must be a 2-D array");
+    if (t.shape[0] > (1u << 20) || t.shape[1] > (1u << 20)) throw InputError(option + ": '" + path + "' is too large");
+    rows = static_cast<int>(t.shape[0]);
+    cols = static_cast<int>(t.shape[1]);
+    json arr = json::array();
+    const unsigned width = io::dtype_bits(t.dtype);
+    if (width == 8) {
+      for (std::uint8_t v : t.values<std::uint8_t>()) arr.push_back(hex(v, 2));
+    } else if (width == 16) {
+      for (std::uint16_t v : t.values<std::uint16_t>()) arr.push_back(hex(v, 4));
+    } else if (width == 32) {
+      for (std::uint32_t v : t.values<std::uint32_t>()) arr.push_back(hex(v, 8));
+    } else {
+      throw InputError(option + ": '" + path + "' holds " + std::string(io::dtype_name(t.dtype)) +
+                       "; expected 8-, 16- or 32-bit codes");
+    }
+    j[key] = arr;
+    return t.dtype;
+  };
+  int ar = 0, ac = 0, br = 0, bc = 0;
+  const io::DType adt = load(o.a, "--a", "a", ar, ac);
+  if (o.b.empty()) throw InputError("--b: required with --a FILE");
+  const io::DType bdt = load(o.b, "--b", "b", br, bc);
+  if (ac != br) throw InputError("--b: A is " + std::to_string(ar) + "x" + std::to_string(ac) + " but B is " +
+                                 std::to_string(br) + "x" + std::to_string(bc));
+  j["m"] = ar;
+  j["k"] = ac;
+  j["n"] = bc;
+  auto natural = [](io::DType d) -> std::string {
+    switch (d) {
+      case io::DType::f16: return "f16";
+      case io::DType::bf16: return "bf16";
+      case io::DType::f32: return "f32";
+      default: return "e4m3";
+    }
+  };
+  j["a_format"] = o.a_format.empty() ? natural(adt) : o.a_format;
+  j["b_format"] = o.b_format.empty() ? natural(bdt) : o.b_format;
+  int r = 0, cc = 0;
+  if (!o.c.empty()) load(o.c, "--c", "c", r, cc);
+  if (!o.a_scales.empty()) load(o.a_scales, "--a-scales", "a_scales", r, cc);
+  if (!o.b_scales.empty()) load(o.b_scales, "--b-scales", "b_scales", r, cc);
+  if (!o.scale_format.empty()) j["scale_format"] = o.scale_format;
+  if (o.scale_block) j["scale_block"] = o.scale_block;
+  for (auto [key, value] : {std::pair{"alpha", &o.alpha}, std::pair{"beta", &o.beta}, std::pair{"scale_a", &o.scale_a},
+                            std::pair{"scale_b", &o.scale_b}})
+    if (!value->empty()) j[key] = *value;
+  return j;
+}
+
 void write_result(const GemmOptions& o, const std::vector<std::uint64_t>& d, bool f16_out) {
   json out;
   out["d"] = json::array();
@@ -94,10 +163,23 @@ void write_result(const GemmOptions& o, const std::vector<std::uint64_t>& d, boo
     amax = std::fmax(amax, std::fabs(x));  // fmaxf: a NaN element is ignored
   }
   if (o.amax && !f16_out) out["amax_d"] = hex(std::bit_cast<std::uint32_t>(amax), 8);
+  if (o.out.size() > 4 && o.out.substr(o.out.size() - 4) == ".npy") {
+    // D as an f32 (or f16) array of the given shape; its bit patterns are the codes.
+    const std::uint64_t shape[2] = {static_cast<std::uint64_t>(o.rows), static_cast<std::uint64_t>(o.cols)};
+    std::vector<std::uint8_t> bytes;
+    for (std::uint64_t v : d)
+      for (int b = 0; b < (f16_out ? 2 : 4); ++b) bytes.push_back(static_cast<std::uint8_t>(v >> (8 * b)));
+    try {
+      io::write_npy(o.out, f16_out ? io::DType::f16 : io::DType::f32, shape, bytes);
+    } catch (const io::FileError& e) {
+      throw InputError(std::string("--out: ") + e.what());
+    }
+    return;
+  }
   write_all(o.out, out.dump() + "\n", "--out");
 }
 
-void run_gemm(const GemmOptions& o) {
+void run_gemm(GemmOptions& o) {
   if (o.list) {
     std::string s;
     for (const auto& m : extra_models) s += std::string(m.name) + "\t" + m.description + "\n";
@@ -108,16 +190,22 @@ void run_gemm(const GemmOptions& o) {
     return;
   }
   if (o.model.empty()) throw InputError("--model: required (see lowbit gemm --list-models)");
-  if (o.a != "-") throw InputError("--a: only '-' (one JSON object on stdin) is supported so far");
-  const std::string text = read_all(o.a, "--a");
   json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw InputError(std::string("--a: malformed JSON at byte ") + std::to_string(e.byte) + ": " + e.what());
+  if (o.a != "-") {
+    j = read_npy_operands(o);
+  } else {
+    if (!o.b.empty()) throw InputError("--b: only with --a FILE (with --a -, B is in the JSON object)");
+    const std::string text = read_all(o.a, "--a");
+    try {
+      j = json::parse(text);
+    } catch (const json::parse_error& e) {
+      throw InputError(std::string("--a: malformed JSON at byte ") + std::to_string(e.byte) + ": " + e.what());
+    }
   }
   if (!j.is_object()) throw InputError("--a: expected one JSON object");
   const int m = read_dim(j, "m"), n = read_dim(j, "n"), k = read_dim(j, "k");
+  o.rows = m;
+  o.cols = n;
   const Format& fa = read_format(j, "a_format", "e4m3");
   const Format& fb = read_format(j, "b_format", "e4m3");
   const Matrix a = read_matrix(j, "a", fa, m, k);
@@ -214,8 +302,20 @@ void add_gemm(CLI::App& app) {
   auto o = std::make_shared<GemmOptions>();
   auto* sub = app.add_subcommand("gemm", "Run a GEMM reference or tensor-core model on codes (JSON in, JSON out)");
   sub->add_option("--model", o->model, "Model name (see --list-models)");
-  sub->add_option("--a", o->a, "'-': one JSON object on stdin with m, n, k, formats, codes, scales");
-  sub->add_option("--out", o->out, "'-' or a file for {\"d\": [...]}");
+  sub->add_option("--a", o->a, "'-': one JSON object on stdin with m, n, k, formats, codes, scales; or A.npy");
+  sub->add_option("--b", o->b, "B.npy (with --a A.npy)");
+  sub->add_option("--c", o->c, "C.npy, f32 (with --a A.npy)");
+  sub->add_option("--a-format", o->a_format, "A's format (default: from the .npy dtype, e4m3 for integer codes)");
+  sub->add_option("--b-format", o->b_format, "B's format");
+  sub->add_option("--a-scales", o->a_scales, "A's block scales (.npy of codes)");
+  sub->add_option("--b-scales", o->b_scales, "B's block scales (.npy of codes)");
+  sub->add_option("--scale-format", o->scale_format, "e8m0, ue4m3 or f32");
+  sub->add_option("--scale-block", o->scale_block, "K elements per scale");
+  sub->add_option("--alpha", o->alpha, "f32 bits (0x...)");
+  sub->add_option("--beta", o->beta, "f32 bits (0x...)");
+  sub->add_option("--scale-a", o->scale_a, "per-tensor A scale, f32 bits");
+  sub->add_option("--scale-b", o->scale_b, "per-tensor B scale, f32 bits");
+  sub->add_option("--out", o->out, "'-', a JSON file, or D.npy (f32)");
   sub->add_flag("--list-models", o->list, "List the models: name, tab, parameters and source");
   sub->add_flag("--amax", o->amax, "Also write amax_d, the largest |d| (f32 bits)");
   sub->callback([o] { guarded([&] { run_gemm(*o); }); });
