@@ -26,8 +26,8 @@ mpq_class pow2(long e) {
 
 // floor(log2 q) for q > 0.
 long floor_log2(const mpq_class& q) {
-  long e = static_cast<long>(mpz_sizeinbase(q.get_num_mpz_t(), 2)) -
-           static_cast<long>(mpz_sizeinbase(q.get_den_mpz_t(), 2));
+  long e =
+      static_cast<long>(mpz_sizeinbase(q.get_num_mpz_t(), 2)) - static_cast<long>(mpz_sizeinbase(q.get_den_mpz_t(), 2));
   while (q < pow2(e)) --e;
   while (q >= pow2(e + 1)) ++e;
   return e;
@@ -59,8 +59,7 @@ bool rounds_away(Rounding mode, bool negative, bool lsb, const mpq_class& rem, s
     case Rounding::rdn: return negative;
     case Rounding::rto: return !lsb;
     case Rounding::sr_a: return floor_q(rem * two_n) + mpz_class(std::to_string(r)) >= two_n;
-    case Rounding::sr_b:
-      return floor_q(rem * two_n * 2) + 2 * mpz_class(std::to_string(r)) + 1 >= two_n * 2;
+    case Rounding::sr_b: return floor_q(rem * two_n * 2) + 2 * mpz_class(std::to_string(r)) + 1 >= two_n * 2;
     case Rounding::sr_c: return rne_q(rem * two_n) + mpz_class(std::to_string(r)) >= two_n;
   }
   return false;
@@ -168,9 +167,8 @@ std::optional<Value> parse(std::string_view text) {
   // Magnitude estimate in bits, to cap literals far outside every format before building them.
   const long ndig = static_cast<long>(digits.size());
   const double bits_per_digit = hex ? 4.0 : 3.3219280948873623;
-  const double approx =
-      hex ? 4.0 * static_cast<double>(ndig - frac_digits) + static_cast<double>(exp)
-          : bits_per_digit * (static_cast<double>(ndig - frac_digits) + static_cast<double>(exp));
+  const double approx = hex ? 4.0 * static_cast<double>(ndig - frac_digits) + static_cast<double>(exp)
+                            : bits_per_digit * (static_cast<double>(ndig - frac_digits) + static_cast<double>(exp));
   v.cls = ValueClass::finite;
   if (approx > 2010.0) {
     v.magnitude = pow2(2000);
@@ -189,10 +187,8 @@ std::optional<Value> parse(std::string_view text) {
     const long e10 = exp - frac_digits;
     mpz_class p10;
     mpz_ui_pow_ui(p10.get_mpz_t(), 10, static_cast<unsigned long>(e10 < 0 ? -e10 : e10));
-    if (e10 >= 0)
-      q *= p10;
-    else
-      q /= p10;
+    if (e10 >= 0) q *= p10;
+    else q /= p10;
   }
   q.canonicalize();
   v.magnitude = q;
@@ -260,8 +256,8 @@ Result round(const Format& to, const Value& x, const Policy& p, std::uint64_t rb
       const mpq_class s2 = q / pow2(e - m);
       const mpz_class n2 = floor_q(s2);
       const mpq_class r2 = s2 - n2;
-      const bool away2 = r2 != 0 && rounds_away(p.rounding, negative, mpz_odd_p(n2.get_mpz_t()) != 0, r2, rbits,
-                                                p.sr_bits);
+      const bool away2 =
+          r2 != 0 && rounds_away(p.rounding, negative, mpz_odd_p(n2.get_mpz_t()) != 0, r2, rbits, p.sr_bits);
       tiny = mpq_class(n2 + (away2 ? 1 : 0)) * pow2(e - m) < pow2(emin);
     }
   }

@@ -20,6 +20,8 @@ constexpr ModeMask nosat = bit(O::nosat);
 constexpr ModeMask keep_only = 1u << static_cast<unsigned>(Subnormals::keep);
 constexpr ModeMask all_subnormal_modes = 0xF;
 
+// The rule tables read as tables.
+// clang-format off
 // ---- ocp: OCP 8-bit Floating Point v1.0 (OFP8) and Microscaling Formats v1.0 (MX) ---------------
 // OFP8 §5 defines only round-to-nearest-even, with saturating and non-saturating conversion (e4m3
 // non-saturating overflow gives NaN, it has no Inf).  MX §5.3: FP6/FP4 elements have no Inf/NaN and
@@ -171,13 +173,16 @@ const Profile table[] = {
      {nullptr, all_roundings, R::rne, all_overflows, O::nosat, "P3109 defines every mode"}},
 };
 
+// clang-format on
+
 template <class E, std::size_t N>
 std::optional<E> lookup(std::string_view s, const std::array<const char*, N>& names) {
   for (std::size_t i = 0; i < N; ++i)
     if (s == names[i]) return static_cast<E>(i);
   return std::nullopt;
 }
-constexpr std::array<const char*, 9> rounding_names = {"rne", "rna", "rtz", "rup", "rdn", "rto", "sr-a", "sr-b", "sr-c"};
+constexpr std::array<const char*, 9> rounding_names = {"rne", "rna",  "rtz",  "rup", "rdn",
+                                                       "rto", "sr-a", "sr-b", "sr-c"};
 constexpr std::array<const char*, 3> overflow_names = {"satfinite", "satpropagate", "nosat"};
 constexpr std::array<const char*, 4> subnormal_names = {"keep", "ftz", "daz", "ftz-daz"};
 constexpr std::array<const char*, 2> tininess_names = {"after", "before"};

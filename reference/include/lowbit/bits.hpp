@@ -9,12 +9,30 @@ namespace lowbit::bits {
 // Number of bits needed to hold v (0 for v == 0).
 LOWBIT_HD constexpr int width(std::uint64_t v) {
   int n = 0;
-  if (v >> 32) { n += 32; v >>= 32; }
-  if (v >> 16) { n += 16; v >>= 16; }
-  if (v >> 8) { n += 8; v >>= 8; }
-  if (v >> 4) { n += 4; v >>= 4; }
-  if (v >> 2) { n += 2; v >>= 2; }
-  if (v >> 1) { n += 1; v >>= 1; }
+  if (v >> 32) {
+    n += 32;
+    v >>= 32;
+  }
+  if (v >> 16) {
+    n += 16;
+    v >>= 16;
+  }
+  if (v >> 8) {
+    n += 8;
+    v >>= 8;
+  }
+  if (v >> 4) {
+    n += 4;
+    v >>= 4;
+  }
+  if (v >> 2) {
+    n += 2;
+    v >>= 2;
+  }
+  if (v >> 1) {
+    n += 1;
+    v >>= 1;
+  }
   return n + static_cast<int>(v);
 }
 

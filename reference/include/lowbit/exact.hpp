@@ -27,7 +27,9 @@ struct Value {
 };
 
 Value from_unpacked(const Unpacked& u);
-inline Value from_code(const Format& f, std::uint64_t code, bool daz = false) { return from_unpacked(unpack(f, code, daz)); }
+inline Value from_code(const Format& f, std::uint64_t code, bool daz = false) {
+  return from_unpacked(unpack(f, code, daz));
+}
 
 // Parse a C strtod-style literal exactly: decimal or hexadecimal significand with optional exponent,
 // or inf / infinity / nan (case-insensitive, optional sign; a NaN keeps its sign).  Returns nullopt
@@ -36,14 +38,14 @@ std::optional<Value> parse(std::string_view text);
 
 // Everything --trace explains about one conversion.
 struct Trace {
-  std::string input;          // the exact input, as a decimal
-  std::string lower, upper;   // the neighbours (values), when the input is finite and non-zero
+  std::string input;         // the exact input, as a decimal
+  std::string lower, upper;  // the neighbours (values), when the input is finite and non-zero
   std::uint64_t lower_code = 0, upper_code = 0;
   bool has_neighbours = false;
   // A neighbour past the largest finite value has no finite code (it is where overflow would land).
   bool lower_beyond_max = false, upper_beyond_max = false;
-  std::string remainder;      // dropped fraction of one ulp, as a fraction
-  std::string decision;       // one sentence
+  std::string remainder;  // dropped fraction of one ulp, as a fraction
+  std::string decision;   // one sentence
 };
 
 Result round(const Format& to, const Value& x, const Policy& p, std::uint64_t rbits = 0, Trace* trace = nullptr);

@@ -108,17 +108,14 @@ struct Format {
   LOWBIT_HD constexpr bool valid_code(std::uint64_t code) const {
     return bits::low(code, code_shift) == 0 && bits::shr(code >> code_shift, code_bits()) == 0;
   }
-  LOWBIT_HD constexpr std::uint64_t sign_bit() const {
-    return is_signed() ? std::uint64_t{1} << magnitude_bits() : 0;
-  }
+  LOWBIT_HD constexpr std::uint64_t sign_bit() const { return is_signed() ? std::uint64_t{1} << magnitude_bits() : 0; }
   // Storage code of a signed magnitude.  A zero magnitude gives -0 only where the format has it.
   LOWBIT_HD constexpr std::uint64_t encode(bool negative, std::uint64_t magnitude) const {
     std::uint64_t c = magnitude;
     if (negative && magnitude != 0) {
       if (signedness == Signedness::twos_complement)
         c = (bits::ones(code_bits()) + 1 - magnitude) & bits::ones(code_bits());
-      else if (signedness == Signedness::sign_magnitude)
-        c |= sign_bit();
+      else if (signedness == Signedness::sign_magnitude) c |= sign_bit();
     } else if (negative && has_negative_zero()) {
       c |= sign_bit();
     }
@@ -175,6 +172,8 @@ LOWBIT_HD constexpr bool same_format(const Format& a, const Format& b) {
 }
 
 // ---- the built-in rows (SEMANTICS.md §1) --------------------------------------------------------
+// One row per line reads as the table it is.
+// clang-format off
 namespace formats {
 using S = Signedness;
 using N = NanEncoding;
@@ -218,6 +217,7 @@ inline constexpr Format builtin[] = {f64,      f32,         tf32,     bf16, f16,
                                      e5m2fnuz, e4m3b11fnuz, e4m3ieee, e3m4, e2m3, e3m2, e2m1, e8m0,
                                      ue4m3,    int8,        int8sm};
 }  // namespace formats
+// clang-format on
 
 // An exact power of two as a double (constexpr; used by the compile-time checks below).
 constexpr double exp2_exact(int e) {
@@ -253,14 +253,16 @@ static_assert(max_value(e5m2fnuz) == 57344 && min_normal_value(e5m2fnuz) == 0x1p
               min_subnormal_value(e5m2fnuz) == 0x1p-17);
 static_assert(max_value(e4m3b11fnuz) == 30 && min_normal_value(e4m3b11fnuz) == 0x1p-10 &&
               min_subnormal_value(e4m3b11fnuz) == 0x1p-13);
-static_assert(max_value(e4m3ieee) == 240 && e4m3ieee.inf_magnitude() == 0x78 && min_subnormal_value(e4m3ieee) == 0x1p-9);
+static_assert(max_value(e4m3ieee) == 240 && e4m3ieee.inf_magnitude() == 0x78 &&
+              min_subnormal_value(e4m3ieee) == 0x1p-9);
 static_assert(max_value(e3m4) == 15.5 && min_normal_value(e3m4) == 0.25 && min_subnormal_value(e3m4) == 0x1p-6);
 static_assert(max_value(e2m3) == 7.5 && min_normal_value(e2m3) == 1 && min_subnormal_value(e2m3) == 0.125);
 static_assert(max_value(e3m2) == 28 && min_normal_value(e3m2) == 0.25 && min_subnormal_value(e3m2) == 0.0625);
 static_assert(max_value(e2m1) == 6 && min_normal_value(e2m1) == 1 && min_subnormal_value(e2m1) == 0.5);
 static_assert(max_value(e8m0) == 0x1p127 && e8m0.max_finite_magnitude() == 0xFE && min_normal_value(e8m0) == 0x1p-127);
 static_assert(max_value(ue4m3) == 448 && ue4m3.max_finite_magnitude() == 0x7E && ue4m3.storage_bits() == 8);
-static_assert(max_value(int8) == 127.0 / 64 && int8.max_finite_magnitude(true) == 128 && min_subnormal_value(int8) == 0x1p-6);
+static_assert(max_value(int8) == 127.0 / 64 && int8.max_finite_magnitude(true) == 128 &&
+              min_subnormal_value(int8) == 0x1p-6);
 static_assert(int8.encode(true, 128) == 0x80 && int8.encode(true, 1) == 0xFF && int8.code_magnitude(0x80) == 128);
 static_assert(tf32.storage_bits() == 32 && tf32.valid_code(0x3F802000) && !tf32.valid_code(0x3F801000));
 static_assert(e2m1.valid_code(0x7) && e2m1.valid_code(0xF) && !e2m1.valid_code(0x10));

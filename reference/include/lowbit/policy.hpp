@@ -58,9 +58,9 @@ inline constexpr std::uint8_t unsupported = 128;
 
 // NaN into a format that has no NaN (e2m1, e2m3, e3m2, int8).
 enum class NanToNoNan : std::uint8_t {
-  plus_max,     // +max with invalid (built-in default; CUDA's cvt)
-  flipped_zero, // the zero code whose sign is the NaN's sign flipped (ml_dtypes' float4/float6)
-  unsupported,  // no defined result (LLVM APFloat asserts)
+  plus_max,      // +max with invalid (built-in default; CUDA's cvt)
+  flipped_zero,  // the zero code whose sign is the NaN's sign flipped (ml_dtypes' float4/float6)
+  unsupported,   // no defined result (LLVM APFloat asserts)
 };
 // NaN into a format that has NaN.
 enum class NanStyle : std::uint8_t {

@@ -22,11 +22,11 @@ inline constexpr ModeMask all_overflows = 0x7;
 // What one implementation offers for one target format.
 struct TargetRule {
   const Format* target;
-  ModeMask roundings;                      // allowed rounding modes
+  ModeMask roundings;                        // allowed rounding modes
   std::optional<Rounding> default_rounding;  // nullopt: the mode must be named (CUDA's e8m0)
-  ModeMask overflows;                      // allowed overflow modes
+  ModeMask overflows;                        // allowed overflow modes
   Overflow default_overflow;
-  const char* note;                        // where the rule comes from
+  const char* note;  // where the rule comes from
 };
 
 struct Profile {
