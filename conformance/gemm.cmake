@@ -1,6 +1,6 @@
 # GEMM references: hand-derived tensor-core model cases, properties, the DeepSeek-V3 experiment.
 add_executable(test_gemm ${CMAKE_CURRENT_SOURCE_DIR}/gemm/test_models.cpp ${CMAKE_CURRENT_SOURCE_DIR}/gemm/test_exact.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/gemm/test_properties.cpp)
+  ${CMAKE_CURRENT_SOURCE_DIR}/gemm/test_properties.cpp ${CMAKE_CURRENT_SOURCE_DIR}/gemm/test_fast_driver.cpp)
 target_link_libraries(test_gemm PRIVATE lowbit::reference GTest::gtest_main)
 include(GoogleTest)
 gtest_discover_tests(test_gemm PROPERTIES LABELS quick DISCOVERY_TIMEOUT 60)

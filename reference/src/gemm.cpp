@@ -6,7 +6,11 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
+
+#include <tbb/blocked_range2d.h>
+#include <tbb/parallel_for.h>
 
 #include "lowbit/convert.hpp"
 #include "lowbit/exact.hpp"
@@ -521,19 +525,8 @@ const Format& accumulator_format(const TensorCoreModel& m) {
 
 const Format e8m13{.name = "e8m13", .bits = 22, .exponent_bits = 8, .mantissa_bits = 13, .bias = 127};
 
-// Align to the largest exponent, truncate each term toward zero to F fraction bits, sum exactly, round.
-std::uint32_t fused_sum(const TensorCoreModel& model, std::span<const Term> terms) {
-  int emax = terms[0].exp;
-  for (const Term& t : terms) emax = std::max(emax, t.exp);
-  i128 sum = 0;
-  for (const Term& t : terms) {
-    if (t.sig == 0) continue;
-    const int shift = model.fraction_bits + t.exp - emax - t.frac;
-    i128 v = 0;
-    if (shift >= 0) v = static_cast<i128>(t.sig) << shift;
-    else if (shift > -64) v = static_cast<i128>(t.sig >> -shift);
-    sum += t.neg ? -v : v;
-  }
+// The exact aligned sum `sum` * 2^(emax - F) rounded to the model's output.
+std::uint32_t round_sum(const TensorCoreModel& model, i128 sum, int emax) {
   Unpacked u;
   if (sum != 0) {
     const bool neg = sum < 0;
@@ -570,6 +563,267 @@ std::uint32_t fused_sum(const TensorCoreModel& model, std::span<const Term> term
     }
   }
   return 0;
+}
+
+// Align to the largest exponent, truncate each term toward zero to F fraction bits, sum exactly, round.
+std::uint32_t fused_sum(const TensorCoreModel& model, std::span<const Term> terms) {
+  int emax = terms[0].exp;
+  for (const Term& t : terms) emax = std::max(emax, t.exp);
+  i128 sum = 0;
+  for (const Term& t : terms) {
+    if (t.sig == 0) continue;
+    const int shift = model.fraction_bits + t.exp - emax - t.frac;
+    i128 v = 0;
+    if (shift >= 0) v = static_cast<i128>(t.sig) << shift;
+    else if (shift > -64) v = static_cast<i128>(t.sig >> -shift);
+    sum += t.neg ? -v : v;
+  }
+  return round_sum(model, sum, emax);
+}
+
+// ---- the fast model driver ---------------------------------------------------------------------------
+// run_model (unscaled models), run_promoted and run_block_scaled give exactly what a loop of model_step
+// calls gives (conformance/gemm/test_fast_driver.cpp compares them on random shapes, models and inputs,
+// NaN, Inf and subnormals included), only faster:
+//  - each operand element is decoded once into its exact value (a double) and MMA-Sim's exponent;
+//  - a step whose group and C are all finite aligns and truncates in floating point: with emax the largest
+//    term exponent, a term's aligned value truncated to F fraction bits is trunc(x * y * 2^(F - emax)).
+//    The product and the scaling are exact in double (significands of at most 24 bits, exponents far
+//    inside its range) and |x| <= 2^(exp + 1) for every element, so each term is an integer of magnitude
+//    at most 2^(F + 2) <= 2^30 (an int32) and the group sum stays below 2^37, exact in a double;
+//  - the step's sum rounded toward zero to an f32-layout output is a truncation of the double's bits
+//    when the result is a normal f32;
+//  - every other case (NaN or Inf in the group or in C, an f16 output, a result outside the normal
+//    range) takes the model's own code: model_step, or the rounding of fused_sum.
+// Columns go in tiles of kTile; tiles and rows run in parallel (oneTBB).
+
+constexpr int kTile = 64;
+
+// A per-column-vectorised kernel: built for AVX-512, AVX2 and the baseline, picked at load time.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define LOWBIT_GEMM_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
+#endif
+#endif
+#ifndef LOWBIT_GEMM_CLONES
+#define LOWBIT_GEMM_CLONES
+#endif
+
+double pow2(int e) { return std::bit_cast<double>(static_cast<std::uint64_t>(1023 + e) << 52); }
+
+// Operands decoded once.  A is rows x kp, B is kp x cols (kp = K padded to the group with zero codes).
+struct FastOperands {
+  const TensorCoreModel* model = nullptr;
+  const Matrix* a = nullptr;
+  const Matrix* b = nullptr;
+  int m = 0, n = 0, kk = 0, kp = 0, group = 0, groups = 0;
+  int tiles = 0;  // B is stored tile by tile: each tile kp x kTile, row-major (the extra columns are zeros)
+  std::uint64_t pad_a = 0, pad_b = 0;
+  std::vector<double> va, vb;
+  std::vector<std::int32_t> ea, eb;
+  std::vector<std::uint8_t> special_a;  // m x groups: a NaN or Inf in the row's group
+  std::vector<std::uint8_t> special_b;  // groups x n
+  bool fast = false;                    // false: every step goes through model_step
+};
+
+// Decode one element; false when it breaks the bound |x| <= 2^(exp + 1) the fast sum relies on.
+bool decode_element(const Format& f, std::uint64_t code, bool tf32, double& value, std::int32_t& exp, bool& special) {
+  const Unpacked u = maybe_tf32(f, code, tf32);
+  exp = term_of(f, u).exp;
+  special = u.cls == ValueClass::nan || u.cls == ValueClass::inf;
+  value = 0;
+  if (u.cls != ValueClass::finite) return true;
+  const double v = std::ldexp(static_cast<double>(u.significand), u.exponent);
+  value = u.negative ? -v : v;
+  return v <= std::ldexp(1.0, exp + 1);
+}
+
+FastOperands prepare(const TensorCoreModel& model, const Matrix& a, const Matrix& b) {
+  FastOperands f;
+  f.model = &model;
+  f.a = &a;
+  f.b = &b;
+  f.m = a.rows;
+  f.n = b.cols;
+  f.kk = a.cols;
+  f.group = model.group;
+  f.groups = (f.kk + f.group - 1) / f.group;
+  f.kp = f.groups * f.group;
+  f.tiles = (f.n + kTile - 1) / kTile;
+  f.pad_a = a.format->encode(false, 0);
+  f.pad_b = b.format->encode(false, 0);
+  f.fast = model.scale == BlockScale::none && model.fraction_bits <= 28;
+  if (!f.fast) return f;
+  const std::size_t m = static_cast<std::size_t>(f.m), n = static_cast<std::size_t>(f.n),
+                    kp = static_cast<std::size_t>(f.kp), groups = static_cast<std::size_t>(f.groups);
+  f.va.resize(m * kp);
+  f.ea.resize(m * kp);
+  const std::size_t tile = static_cast<std::size_t>(kTile);
+  f.vb.assign(kp * tile * static_cast<std::size_t>(f.tiles), 0.0);
+  f.eb.assign(f.vb.size(), -252);
+  f.special_a.assign(m * groups, 0);
+  f.special_b.assign(groups * n, 0);
+  bool ok = true;
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t k = 0; k < kp; ++k) {
+      const std::uint64_t code = k < static_cast<std::size_t>(f.kk) ? a.codes[i * f.kk + k] : f.pad_a;
+      bool special = false;
+      ok &= decode_element(*a.format, code, model.truncate_tf32, f.va[i * kp + k], f.ea[i * kp + k], special);
+      if (special) f.special_a[i * groups + k / f.group] = 1;
+    }
+  for (std::size_t k = 0; k < kp; ++k)
+    for (std::size_t j = 0; j < n; ++j) {
+      const std::uint64_t code = k < static_cast<std::size_t>(f.kk) ? b.codes[k * n + j] : f.pad_b;
+      bool special = false;
+      const std::size_t at = (j / tile) * kp * tile + k * tile + j % tile;
+      ok &= decode_element(*b.format, code, model.truncate_tf32, f.vb[at], f.eb[at], special);
+      if (special) f.special_b[(k / f.group) * n + j] = 1;
+    }
+  f.fast = ok;
+  return f;
+}
+
+// One group of one row over kTile columns: em = the largest term exponent per column (C included), s = the
+// aligned, truncated sum of C and the group's products, an integer held in a double.  Eight columns at a
+// time in vector registers (GCC vector extensions: one AVX-512 register, two AVX2 or four SSE2 ones),
+// K innermost so that the maxima and sums stay in registers.
+typedef double v8d __attribute__((vector_size(64)));
+typedef std::int32_t v8i __attribute__((vector_size(32)));
+typedef std::int64_t v8l __attribute__((vector_size(64)));
+
+LOWBIT_GEMM_CLONES void group_kernel(int len, int fbits, const std::int32_t* ea, const double* va,
+                                     const std::int32_t* eb, const double* vb, std::size_t ldb,
+                                     const std::int32_t* cexp, const double* cval, std::int32_t* em, double* s) {
+  for (int j0 = 0; j0 < kTile; j0 += 8) {
+    v8i e, t;
+    v8d x, sum, sum1 = {};
+    std::memcpy(&e, cexp + j0, sizeof e);
+    for (int k = 0; k < len; ++k) {
+      std::memcpy(&t, eb + static_cast<std::size_t>(k) * ldb + j0, sizeof t);
+      t += ea[k];
+      e = t > e ? t : e;
+    }
+    const v8l field = (static_cast<std::int64_t>(1023 + fbits) - __builtin_convertvector(e, v8l)) << 52;
+    v8d scale;
+    std::memcpy(&scale, &field, sizeof scale);
+    std::memcpy(&x, cval + j0, sizeof x);
+    sum = __builtin_convertvector(__builtin_convertvector(x * scale, v8i), v8d);
+    int k = 0;
+    for (; k + 1 < len; k += 2) {  // two sums, two dependency chains (integer sums: any order is exact)
+      v8d y;
+      std::memcpy(&x, vb + static_cast<std::size_t>(k) * ldb + j0, sizeof x);
+      std::memcpy(&y, vb + static_cast<std::size_t>(k + 1) * ldb + j0, sizeof y);
+      x = va[k] * x * scale;
+      y = va[k + 1] * y * scale;
+      sum += __builtin_convertvector(__builtin_convertvector(x, v8i), v8d);
+      sum1 += __builtin_convertvector(__builtin_convertvector(y, v8i), v8d);
+    }
+    if (k < len) {
+      std::memcpy(&x, vb + static_cast<std::size_t>(k) * ldb + j0, sizeof x);
+      x = va[k] * x * scale;
+      sum += __builtin_convertvector(__builtin_convertvector(x, v8i), v8d);
+    }
+    sum += sum1;
+    std::memcpy(em + j0, &e, sizeof e);
+    std::memcpy(s + j0, &sum, sizeof sum);
+  }
+}
+
+// The rounded result of a finite step: the sum s * 2^(emax - F).
+std::uint32_t finish_step(const TensorCoreModel& model, double s, int emax) {
+  if (model.output != Output::f16_rne && s != 0) {
+    const int keep = model.output == Output::f32_rz ? 23 : 13;
+    std::uint64_t bits = std::bit_cast<std::uint64_t>(s * pow2(emax - model.fraction_bits));
+    const int e = static_cast<int>((bits >> 52) & 0x7FF) - 1023;
+    if (e >= -126 && e <= 127) {  // a normal f32: rounding toward zero drops the low bits
+      bits &= ~((std::uint64_t{1} << (52 - keep)) - 1);
+      return std::bit_cast<std::uint32_t>(static_cast<float>(std::bit_cast<double>(bits)));
+    }
+  }
+  return round_sum(model, static_cast<i128>(static_cast<std::int64_t>(s)), emax);
+}
+
+// C as a term: MMA-Sim's exponent and the value (0 for NaN and Inf, which set `special`).
+void decode_c(const Format& acc, std::uint32_t code, std::int32_t& exp, double& value, std::uint8_t& special) {
+  if (&acc == &formats::f32) {
+    const int field = static_cast<int>((code >> 23) & 0xFF);
+    special = field == 0xFF;
+    exp = field ? field - 127 : -126;
+    value = special ? 0.0 : static_cast<double>(std::bit_cast<float>(code));
+    return;
+  }
+  bool sp = false;
+  decode_element(acc, code, false, value, exp, sp);
+  special = sp;
+}
+
+// Working state of one row and one tile of columns.
+struct Lanes {
+  std::uint32_t code[kTile];
+  std::int32_t cexp[kTile];
+  double cval[kTile];
+  std::uint8_t cspecial[kTile];
+  std::int32_t em[kTile];
+  double s[kTile];
+  std::vector<std::uint64_t> ra, rb;
+};
+
+// Step group g of row i, column j, through model_step (C = c).
+std::uint32_t slow_step(const FastOperands& f, int i, int j, int g, std::uint32_t c, Lanes& l) {
+  l.ra.resize(static_cast<std::size_t>(f.group));
+  l.rb.resize(static_cast<std::size_t>(f.group));
+  const int lo = g * f.group;
+  for (int k = 0; k < f.group; ++k) {
+    const bool in = lo + k < f.kk;
+    l.ra[static_cast<std::size_t>(k)] = in ? f.a->at(i, lo + k) : f.pad_a;
+    l.rb[static_cast<std::size_t>(k)] = in ? f.b->at(lo + k, j) : f.pad_b;
+  }
+  return model_step(*f.model, *f.a->format, l.ra, *f.b->format, l.rb, c);
+}
+
+// Groups [g0, g1) of row i over columns [j0, j0 + w); l.code holds C on entry and the result on return.
+void run_groups(const FastOperands& f, int i, int j0, int w, int g0, int g1, Lanes& l) {
+  const TensorCoreModel& model = *f.model;
+  if (!f.fast) {
+    for (int j = 0; j < w; ++j)
+      for (int g = g0; g < g1; ++g) l.code[j] = slow_step(f, i, j0 + j, g, l.code[j], l);
+    return;
+  }
+  const Format& acc = accumulator_format(model);
+  for (int j = 0; j < w; ++j) decode_c(acc, l.code[j], l.cexp[j], l.cval[j], l.cspecial[j]);
+  std::fill(l.cexp + w, l.cexp + kTile, -126);  // columns past the end: zeros
+  std::fill(l.cval + w, l.cval + kTile, 0.0);
+  const std::size_t kp = static_cast<std::size_t>(f.kp), n = static_cast<std::size_t>(f.n),
+                    ldb = static_cast<std::size_t>(kTile);
+  for (int g = g0; g < g1; ++g) {
+    const std::size_t k0 = static_cast<std::size_t>(g) * static_cast<std::size_t>(f.group);
+    const std::size_t ai = static_cast<std::size_t>(i) * kp + k0, bi = static_cast<std::size_t>(j0) * kp + k0 * ldb;
+    group_kernel(f.group, model.fraction_bits, &f.ea[ai], &f.va[ai], &f.eb[bi], &f.vb[bi], ldb, l.cexp, l.cval,
+                 l.em, l.s);
+    const bool row_special = f.special_a[static_cast<std::size_t>(i) * static_cast<std::size_t>(f.groups) +
+                                         static_cast<std::size_t>(g)] != 0;
+    const std::uint8_t* col_special = &f.special_b[static_cast<std::size_t>(g) * n + static_cast<std::size_t>(j0)];
+    for (int j = 0; j < w; ++j) {
+      if (row_special || col_special[j] || l.cspecial[j]) l.code[j] = slow_step(f, i, j0 + j, g, l.code[j], l);
+      else l.code[j] = finish_step(model, l.s[j], l.em[j]);
+      decode_c(acc, l.code[j], l.cexp[j], l.cval[j], l.cspecial[j]);
+    }
+  }
+}
+
+// body(i, j0, w, lanes) for every row and tile of columns, in parallel; tiles outermost within a task so
+// that a tile of B stays in cache across rows.
+template <class Body>
+void for_each_tile(int m, int n, const Body& body) {
+  const int tiles = (n + kTile - 1) / kTile;
+  tbb::parallel_for(tbb::blocked_range2d<int>(0, m, 16, 0, tiles, 4), [&](const tbb::blocked_range2d<int>& r) {
+    Lanes l;
+    for (int t = r.cols().begin(); t != r.cols().end(); ++t)
+      for (int i = r.rows().begin(); i != r.rows().end(); ++i) {
+        const int j0 = t * kTile;
+        body(i, j0, std::min(kTile, n - j0), l);
+      }
+  });
 }
 
 }  // namespace
@@ -652,6 +906,17 @@ std::vector<std::uint64_t> run_model(const TensorCoreModel& model, const Matrix&
   const int padded = (kk + g - 1) / g * g;
   const Format& acc = accumulator_format(model);
   std::vector<std::uint64_t> d(static_cast<std::size_t>(m) * n);
+  if (!scaled) {
+    const FastOperands f = prepare(model, a, b);
+    for_each_tile(m, n, [&](int i, int j0, int w, Lanes& l) {
+      for (int j = 0; j < w; ++j)
+        l.code[j] = c ? static_cast<std::uint32_t>(convert(*c->format, c->at(i, j0 + j), acc, rne_policy).code) : 0;
+      run_groups(f, i, j0, w, 0, f.groups, l);
+      for (int j = 0; j < w; ++j) d[static_cast<std::size_t>(i) * n + j0 + j] = l.code[j];
+    });
+    return d;
+  }
+  // Block-scaled models: the plain loop over model_step.
   std::vector<std::uint64_t> ra(static_cast<std::size_t>(g)), rb(static_cast<std::size_t>(g));
   const int nscale = scaled ? g / model.scale_block + (g % model.scale_block ? 1 : 0) : 0;
   std::vector<std::uint64_t> rsa(static_cast<std::size_t>(std::max(1, nscale))), rsb(rsa.size());
@@ -690,25 +955,20 @@ std::vector<std::uint64_t> run_promoted(const TensorCoreModel& inner, int block,
   const int m = a.rows, n = b.cols, kk = a.cols;
   const float s = std::bit_cast<float>(scale);
   std::vector<std::uint64_t> d(static_cast<std::size_t>(m) * n);
+  const FastOperands f = prepare(inner, a, b);
   const int g = inner.group;
-  std::vector<std::uint64_t> ra(static_cast<std::size_t>(g)), rb(static_cast<std::size_t>(g));
-  for (int i = 0; i < m; ++i)
-    for (int j = 0; j < n; ++j) {
-      float acc = c ? std::bit_cast<float>(static_cast<std::uint32_t>(c->at(i, j))) : 0.0f;
-      for (int lo = 0; lo < kk; lo += block) {
-        std::uint32_t partial = 0;
-        for (int glo = lo; glo < std::min(kk, lo + block); glo += g) {
-          for (int k = 0; k < g; ++k) {
-            const bool in = glo + k < kk && glo + k < lo + block;
-            ra[static_cast<std::size_t>(k)] = in ? a.at(i, glo + k) : a.format->encode(false, 0);
-            rb[static_cast<std::size_t>(k)] = in ? b.at(glo + k, j) : b.format->encode(false, 0);
-          }
-          partial = model_step(inner, *a.format, ra, *b.format, rb, partial);
-        }
-        acc = std::fmaf(s, std::bit_cast<float>(partial), acc);
-      }
-      d[static_cast<std::size_t>(i) * n + j] = float_bits(acc);
+  // For each output: acc = C (or 0); per block of K, the model from a zero C over the block's groups, then
+  // acc = fma(s, partial, acc).
+  for_each_tile(m, n, [&](int i, int j0, int w, Lanes& l) {
+    float acc[kTile];
+    for (int j = 0; j < w; ++j) acc[j] = c ? std::bit_cast<float>(static_cast<std::uint32_t>(c->at(i, j0 + j))) : 0.0f;
+    for (int lo = 0; lo < kk; lo += block) {
+      std::fill(l.code, l.code + w, 0u);
+      run_groups(f, i, j0, w, lo / g, std::min(f.groups, (lo + block) / g), l);
+      for (int j = 0; j < w; ++j) acc[j] = std::fmaf(s, std::bit_cast<float>(l.code[j]), acc[j]);
     }
+    for (int j = 0; j < w; ++j) d[static_cast<std::size_t>(i) * n + j0 + j] = float_bits(acc[j]);
+  });
   return d;
 }
 
@@ -724,6 +984,30 @@ std::vector<std::uint64_t> run_block_scaled(const TensorCoreModel& inner, const 
     throw std::invalid_argument("b_scales must be " + std::to_string(kb) + "x" + std::to_string(nb));
   const int g = inner.group;
   std::vector<std::uint64_t> d(static_cast<std::size_t>(m) * n);
+  if (128 % g == 0) {
+    const FastOperands f = prepare(inner, a, b);
+    // Per 128-element block of K: the model from a zero C over the block's groups, then
+    // acc = fma(fp32(sa * sb), partial, acc).
+    for_each_tile(m, n, [&](int i, int j0, int w, Lanes& l) {
+      float acc[kTile];
+      for (int j = 0; j < w; ++j)
+        acc[j] = c ? std::bit_cast<float>(static_cast<std::uint32_t>(c->at(i, j0 + j))) : 0.0f;
+      for (int blk = 0; blk < kb; ++blk) {
+        const int lo = blk * 128;
+        std::fill(l.code, l.code + w, 0u);
+        run_groups(f, i, j0, w, lo / g, std::min(f.groups, (lo + 128) / g), l);
+        const float sa = std::bit_cast<float>(static_cast<std::uint32_t>(a_scales.at(i, blk)));
+        for (int j = 0; j < w; ++j) {
+          const float sb = std::bit_cast<float>(static_cast<std::uint32_t>(b_scales.at(blk, (j0 + j) / 128)));
+          const float sc = sa * sb;
+          acc[j] = std::fmaf(sc, std::bit_cast<float>(l.code[j]), acc[j]);
+        }
+      }
+      for (int j = 0; j < w; ++j) d[static_cast<std::size_t>(i) * n + j0 + j] = float_bits(acc[j]);
+    });
+    return d;
+  }
+  // A group that does not divide 128: the plain loop over model_step.
   std::vector<std::uint64_t> ra(static_cast<std::size_t>(g)), rb(static_cast<std::size_t>(g));
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {

@@ -1,0 +1,227 @@
+// The GEMM drivers of the tensor-core models (run_model, run_promoted, run_block_scaled) against the
+// definition: a plain loop of model_step calls, one per output and group of K, C fed back.  The drivers
+// decode the operands once and vectorise the finite steps; these tests hold them to the definition bit for
+// bit on random shapes (tiles of columns cut at every position), every unscaled model, operand formats
+// mixed freely, and inputs full of zeros, subnormals, NaN, infinities and values near the extremes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lowbit/convert.hpp"
+#include "lowbit/gemm.hpp"
+#include "random_codes.hpp"
+
+namespace {
+
+using lowbit::Format;
+using lowbit::gemm::Matrix;
+using lowbit::gemm::TensorCoreModel;
+using lowbit::testing::splitmix;
+namespace F = lowbit::formats;
+
+const Format* const kFormats[] = {&F::e4m3, &F::e5m2, &F::e2m1, &F::e3m2, &F::e2m3, &F::f16, &F::bf16, &F::f32, &F::int8};
+
+// A random code of f: mostly finite, with zeros, subnormals, the largest magnitudes and (when `specials`)
+// NaN and infinities at raised rates.
+std::uint64_t pick(const Format& f, std::uint64_t& s, bool specials) {
+  const std::uint64_t mask = lowbit::bits::ones(f.code_bits());
+  const std::uint64_t sign = f.is_signed() ? (splitmix(s) & 1) << (f.code_bits() - 1) : 0;
+  const unsigned r = static_cast<unsigned>(splitmix(s) % 100);
+  if (r < 15) return f.encode(splitmix(s) & 1, 0);
+  if (r < 30 && f.mantissa_bits > 0 && f.has_subnormals())
+    return sign | (splitmix(s) & f.mantissa_mask());  // exponent field 0: a subnormal (or zero)
+  if (r < 38) return f.encode(splitmix(s) & 1, f.max_finite_magnitude() - (splitmix(s) & 3));
+  if (r < 42 && specials) {
+    if (f.has_inf() && (splitmix(s) & 1)) return f.encode(splitmix(s) & 1, f.inf_magnitude());
+    if (f.has_nan()) return f.nan_code(splitmix(s) & 1, f.mantissa_mask());
+  }
+  for (;;) {
+    const std::uint64_t c = splitmix(s) & mask;
+    if (!f.is_nan_code(c) && !f.is_inf_code(c)) return c;
+  }
+}
+
+Matrix random_matrix(const Format& f, int rows, int cols, std::uint64_t& s, bool specials) {
+  Matrix m{&f, rows, cols, {}};
+  m.codes.resize(static_cast<std::size_t>(rows) * cols);
+  for (auto& c : m.codes) c = pick(f, s, specials);
+  return m;
+}
+
+// Codes of an 8-bit-exponent format (f32, bf16) with exponents in [e, e + 3] (and some zeros): products
+// then land near the bottom of the f32 range (subnormal results, the f32 and e8m13 subnormal grids) or
+// beyond its top (overflow), where the drivers leave their fast rounding.
+Matrix window_matrix(const Format& f, int rows, int cols, int e, std::uint64_t& s) {
+  Matrix m{&f, rows, cols, {}};
+  for (int i = 0; i < rows * cols; ++i) {
+    const std::uint64_t sign = (splitmix(s) & 1) << (f.code_bits() - 1);
+    const auto field = static_cast<std::uint64_t>(e + f.bias + static_cast<int>(splitmix(s) % 4));
+    m.codes.push_back(splitmix(s) % 8 == 0 ? 0 : sign | field << f.mantissa_bits | (splitmix(s) & f.mantissa_mask()));
+  }
+  return m;
+}
+
+// ---- the definition ------------------------------------------------------------------------------------
+
+// Group [lo, lo + g) of row i and column j, zero-padded beyond `end`.
+void gather(const Matrix& a, const Matrix& b, int i, int j, int lo, int g, int end, std::vector<std::uint64_t>& ra,
+            std::vector<std::uint64_t>& rb) {
+  ra.assign(static_cast<std::size_t>(g), a.format->encode(false, 0));
+  rb.assign(static_cast<std::size_t>(g), b.format->encode(false, 0));
+  for (int k = 0; k < g && lo + k < end; ++k) {
+    ra[static_cast<std::size_t>(k)] = a.at(i, lo + k);
+    rb[static_cast<std::size_t>(k)] = b.at(lo + k, j);
+  }
+}
+
+std::vector<std::uint64_t> model_by_steps(const TensorCoreModel& model, const Matrix& a, const Matrix& b,
+                                          const Matrix* c) {
+  const Format& acc = model.output == lowbit::gemm::Output::f16_rne ? F::f16 : F::f32;
+  std::vector<std::uint64_t> d, ra, rb;
+  for (int i = 0; i < a.rows; ++i)
+    for (int j = 0; j < b.cols; ++j) {
+      auto sum = static_cast<std::uint32_t>(c ? lowbit::convert(*c->format, c->at(i, j), acc, {}).code : 0);
+      for (int lo = 0; lo < a.cols; lo += model.group) {
+        gather(a, b, i, j, lo, model.group, a.cols, ra, rb);
+        sum = lowbit::gemm::model_step(model, *a.format, ra, *b.format, rb, sum);
+      }
+      d.push_back(sum);
+    }
+  return d;
+}
+
+// Blocks of `block` elements of K, each from a zero C; acc = fma(scale(i, blk, j), partial, acc).
+template <class Scale>
+std::vector<std::uint64_t> promoted_by_steps(const TensorCoreModel& model, int block, const Matrix& a, const Matrix& b,
+                                             const Matrix* c, Scale scale) {
+  std::vector<std::uint64_t> d, ra, rb;
+  for (int i = 0; i < a.rows; ++i)
+    for (int j = 0; j < b.cols; ++j) {
+      float acc = c ? std::bit_cast<float>(static_cast<std::uint32_t>(c->at(i, j))) : 0.0f;
+      for (int lo = 0; lo < a.cols; lo += block) {
+        std::uint32_t partial = 0;
+        for (int glo = lo; glo < std::min(a.cols, lo + block); glo += model.group) {
+          gather(a, b, i, j, glo, model.group, std::min(a.cols, lo + block), ra, rb);
+          partial = lowbit::gemm::model_step(model, *a.format, ra, *b.format, rb, partial);
+        }
+        acc = std::fmaf(scale(i, lo / block, j), std::bit_cast<float>(partial), acc);
+      }
+      d.push_back(std::bit_cast<std::uint32_t>(acc));
+    }
+  return d;
+}
+
+std::vector<const TensorCoreModel*> unscaled_models() {
+  std::vector<const TensorCoreModel*> v;
+  for (const TensorCoreModel& m : lowbit::gemm::models())
+    if (m.scale == lowbit::gemm::BlockScale::none) v.push_back(&m);
+  return v;
+}
+
+// The first differing output, for the failure message.
+std::string first_difference(const std::vector<std::uint64_t>& got, const std::vector<std::uint64_t>& want, int n) {
+  for (std::size_t i = 0; i < want.size(); ++i)
+    if (got[i] != want[i])
+      return "output (" + std::to_string(i / static_cast<std::size_t>(n)) + ", " +
+             std::to_string(i % static_cast<std::size_t>(n)) + "): got " + std::to_string(got[i]) + ", want " +
+             std::to_string(want[i]);
+  return "";
+}
+
+struct Case {
+  const TensorCoreModel* model;
+  Matrix a, b, c;
+  bool with_c;
+};
+
+Case random_case(std::uint64_t& s, const std::vector<const TensorCoreModel*>& models, int trial) {
+  const TensorCoreModel* model = models[static_cast<std::size_t>(trial) % models.size()];
+  const Format& fa = *kFormats[splitmix(s) % std::size(kFormats)];
+  const Format& fb = (splitmix(s) & 1) ? fa : *kFormats[splitmix(s) % std::size(kFormats)];
+  const int m = 1 + static_cast<int>(splitmix(s) % 5);
+  const int n = 1 + static_cast<int>(splitmix(s) % 140);  // one to three tiles of columns, cut anywhere
+  const int k = static_cast<int>(splitmix(s) % 100);
+  const bool specials = splitmix(s) % 3 == 0;  // most cases take the finite path only
+  Case c{model, random_matrix(fa, m, k, s, specials), random_matrix(fb, k, n, s, specials), {}, false};
+  if (trial % 5 == 4) {
+    // Both operands at 2^e: products near 2^(2e), with e chosen at the bottom or the top of the range.
+    static const int windows[] = {-76, -72, -70, -68, -66, -64, 61, 62, 63, 64};
+    const int e = windows[splitmix(s) % std::size(windows)];
+    const Format& wa = (splitmix(s) & 1) ? F::f32 : F::bf16;
+    const Format& wb = (splitmix(s) & 1) ? F::f32 : F::bf16;
+    c.a = window_matrix(wa, m, k, e, s);
+    c.b = window_matrix(wb, k, n, e, s);
+  }
+  c.with_c = splitmix(s) & 1;
+  c.c = random_matrix(F::f32, m, n, s, specials);
+  if (trial % 5 == 4 && c.with_c) c.c = window_matrix(F::f32, m, n, (splitmix(s) & 1) ? -126 : 124, s);
+  return c;
+}
+
+TEST(FastDriver, RunModelEqualsModelStepLoop) {
+  const auto models = unscaled_models();
+  std::uint64_t s = 0x5EED0001;
+  for (int trial = 0; trial < 600; ++trial) {
+    const Case t = random_case(s, models, trial);
+    const Matrix* c = t.with_c ? &t.c : nullptr;
+    const auto want = model_by_steps(*t.model, t.a, t.b, c);
+    const auto got = lowbit::gemm::run_model(*t.model, t.a, t.b, c);
+    ASSERT_EQ(got, want) << "trial " << trial << ", " << t.model->name << ", " << t.a.format->name << " x "
+                         << t.b.format->name << ", " << t.a.rows << "x" << t.a.cols << "x" << t.b.cols << ": "
+                         << first_difference(got, want, t.b.cols);
+  }
+}
+
+TEST(FastDriver, RunPromotedEqualsModelStepLoop) {
+  const auto models = unscaled_models();
+  std::uint64_t s = 0x5EED0002;
+  for (int trial = 0; trial < 300; ++trial) {
+    const Case t = random_case(s, models, trial);
+    const Matrix* c = t.with_c ? &t.c : nullptr;
+    const int block = t.model->group * (1 + static_cast<int>(splitmix(s) % 4));
+    const std::uint32_t bits = static_cast<std::uint32_t>(pick(F::f32, s, false));
+    const float scale = std::bit_cast<float>(bits);
+    const auto want = promoted_by_steps(*t.model, block, t.a, t.b, c, [&](int, int, int) { return scale; });
+    const auto got = lowbit::gemm::run_promoted(*t.model, block, t.a, t.b, c, bits);
+    ASSERT_EQ(got, want) << "trial " << trial << ", " << t.model->name << " block " << block << ", "
+                         << t.a.format->name << " x " << t.b.format->name << ", " << t.a.rows << "x" << t.a.cols
+                         << "x" << t.b.cols << ": " << first_difference(got, want, t.b.cols);
+  }
+}
+
+TEST(FastDriver, RunBlockScaledEqualsModelStepLoop) {
+  const auto models = unscaled_models();
+  std::uint64_t s = 0x5EED0003;
+  for (int trial = 0; trial < 200; ++trial) {
+    Case t = random_case(s, models, trial);
+    // K long enough for several 128-blocks now and then.
+    if (trial % 4 == 0) {
+      const int k = 129 + static_cast<int>(splitmix(s) % 200);
+      t.a = random_matrix(*t.a.format, t.a.rows, k, s, false);
+      t.b = random_matrix(*t.b.format, k, t.b.cols, s, false);
+    }
+    const Matrix* c = t.with_c ? &t.c : nullptr;
+    const int kb = (t.a.cols + 127) / 128, nb = (t.b.cols + 127) / 128;
+    Matrix sa{&F::f32, t.a.rows, kb, {}}, sb{&F::f32, kb, nb, {}};
+    for (int i = 0; i < t.a.rows * kb; ++i)
+      sa.codes.push_back(std::bit_cast<std::uint32_t>(std::ldexp(1.0f + static_cast<float>(splitmix(s) % 8) / 8, static_cast<int>(splitmix(s) % 9) - 4)));
+    for (int i = 0; i < kb * nb; ++i)
+      sb.codes.push_back(std::bit_cast<std::uint32_t>(std::ldexp(1.0f + static_cast<float>(splitmix(s) % 8) / 8, static_cast<int>(splitmix(s) % 9) - 4)));
+    const auto want = promoted_by_steps(*t.model, 128, t.a, t.b, c, [&](int i, int blk, int j) {
+      const float x = std::bit_cast<float>(static_cast<std::uint32_t>(sa.at(i, blk)));
+      const float y = std::bit_cast<float>(static_cast<std::uint32_t>(sb.at(blk, j / 128)));
+      return x * y;
+    });
+    const auto got = lowbit::gemm::run_block_scaled(*t.model, t.a, t.b, sa, sb, c);
+    ASSERT_EQ(got, want) << "trial " << trial << ", " << t.model->name << ", " << t.a.format->name << " x "
+                         << t.b.format->name << ", " << t.a.rows << "x" << t.a.cols << "x" << t.b.cols << ": "
+                         << first_difference(got, want, t.b.cols);
+  }
+}
+
+}  // namespace
