@@ -3,6 +3,7 @@
 // decode the operands once and vectorise the finite steps; these tests hold them to the definition bit for
 // bit on random shapes (tiles of columns cut at every position), every unscaled model, operand formats
 // mixed freely, and inputs full of zeros, subnormals, NaN, infinities and values near the extremes.
+// Likewise the exact GEMM's blocked integer route against its wide fixed-point route.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -221,6 +222,28 @@ TEST(FastDriver, RunBlockScaledEqualsModelStepLoop) {
     ASSERT_EQ(got, want) << "trial " << trial << ", " << t.model->name << ", " << t.a.format->name << " x "
                          << t.b.format->name << ", " << t.a.rows << "x" << t.a.cols << "x" << t.b.cols << ": "
                          << first_difference(got, want, t.b.cols);
+  }
+}
+
+// The exact GEMM takes its blocked integer-valued f64 route without C and its wide fixed-point route with
+// one; a C of +0 changes nothing else, so both must agree on every shape (panels of columns, blocks of
+// rows and slices of K cut anywhere) and rounding.
+TEST(FastDriver, ExactIntegerRouteEqualsWideRoute) {
+  std::uint64_t s = 0x5EED0004;
+  const Format* small[] = {&F::e4m3, &F::e5m2, &F::e2m1, &F::e3m2, &F::e2m3};
+  for (int trial = 0; trial < 60; ++trial) {
+    const Format& fa = *small[splitmix(s) % std::size(small)];
+    const Format& fb = *small[splitmix(s) % std::size(small)];
+    const int m = 1 + static_cast<int>(splitmix(s) % 11), n = 1 + static_cast<int>(splitmix(s) % 40);
+    const int k = static_cast<int>(splitmix(s) % 600);
+    const Matrix a = random_matrix(fa, m, k, s, false), b = random_matrix(fb, k, n, s, false);
+    const Matrix zero{&F::f32, m, n, std::vector<std::uint64_t>(static_cast<std::size_t>(m) * n, 0)};
+    lowbit::gemm::ExactOptions o;
+    if (trial % 2) o.policy.rounding = lowbit::Rounding::rtz;
+    if (trial % 3 == 0) o.out = &F::bf16;
+    const auto got = lowbit::gemm::exact(a, b, nullptr, o), want = lowbit::gemm::exact(a, b, &zero, o);
+    ASSERT_EQ(got, want) << "trial " << trial << ", " << fa.name << " x " << fb.name << ", " << m << "x" << k << "x"
+                         << n << ": " << first_difference(got, want, n);
   }
 }
 

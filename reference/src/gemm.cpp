@@ -2,13 +2,13 @@
 
 #include <gmpxx.h>
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 
+#include <tbb/blocked_range.h>
 #include <tbb/blocked_range2d.h>
 #include <tbb/parallel_for.h>
 
@@ -189,6 +189,82 @@ Grid grid(const Format& f) {
   return {lsb, f.emax() + 1 - lsb};
 }
 
+
+// Vectorised kernels are built for AVX-512, AVX2 and the baseline; the loader picks one for the CPU.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define LOWBIT_GEMM_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
+#endif
+#endif
+#ifndef LOWBIT_GEMM_CLONES
+#define LOWBIT_GEMM_CLONES
+#endif
+
+typedef double v8d __attribute__((vector_size(64)));
+typedef std::int32_t v8i __attribute__((vector_size(32)));
+typedef std::int64_t v8l __attribute__((vector_size(64)));
+
+// ---- exact products of integer-valued doubles ------------------------------------------------------------
+// C (m x n) = A (m x k) * B (k x n), all row-major, for doubles holding integers whose products and partial
+// sums stay below 2^53: every operation is exact, so the blocking below (any order of the sums) gives
+// the one exact answer.  B goes in panels of 16 columns; a 4 x 16 block of C lives in eight vector
+// registers across a slice of K.
+
+constexpr int kPanel = 16, kRows = 4, kSlice = 256;
+
+LOWBIT_GEMM_CLONES void micro_kernel(int kc, const double* a0, const double* a1, const double* a2, const double* a3,
+                                     const double* bp, double* out) {
+  v8d c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {}, c30 = {}, c31 = {};
+  for (int k = 0; k < kc; ++k) {
+    v8d b0, b1;
+    std::memcpy(&b0, bp + static_cast<std::size_t>(k) * kPanel, sizeof b0);
+    std::memcpy(&b1, bp + static_cast<std::size_t>(k) * kPanel + 8, sizeof b1);
+    c00 += a0[k] * b0;
+    c01 += a0[k] * b1;
+    c10 += a1[k] * b0;
+    c11 += a1[k] * b1;
+    c20 += a2[k] * b0;
+    c21 += a2[k] * b1;
+    c30 += a3[k] * b0;
+    c31 += a3[k] * b1;
+  }
+  const v8d all[8] = {c00, c01, c10, c11, c20, c21, c30, c31};
+  std::memcpy(out, all, sizeof all);
+}
+
+std::vector<double> integer_gemm(int m, int n, int k, const std::vector<double>& a, const std::vector<double>& b) {
+  const int panels = (n + kPanel - 1) / kPanel;
+  const std::size_t kk = static_cast<std::size_t>(k);
+  std::vector<double> bp(static_cast<std::size_t>(panels) * kk * kPanel, 0.0);
+  for (std::size_t r = 0; r < kk; ++r)
+    for (int j = 0; j < n; ++j)
+      bp[(static_cast<std::size_t>(j / kPanel) * kk + r) * kPanel + static_cast<std::size_t>(j % kPanel)] =
+          b[r * static_cast<std::size_t>(n) + static_cast<std::size_t>(j)];
+  std::vector<double> c(static_cast<std::size_t>(m) * static_cast<std::size_t>(n), 0.0);
+  const int row_blocks = (m + kRows - 1) / kRows;
+  for (int k0 = 0; k0 < k; k0 += kSlice) {
+    const int kc = std::min(kSlice, k - k0);
+    tbb::parallel_for(tbb::blocked_range2d<int>(0, panels, 4, 0, row_blocks, 64), [&](const tbb::blocked_range2d<int>& r) {
+      double out[kRows * kPanel];
+      for (int p = r.rows().begin(); p != r.rows().end(); ++p)
+        for (int rb = r.cols().begin(); rb != r.cols().end(); ++rb) {
+          const int i0 = rb * kRows;
+          const double* rows[kRows];
+          for (int q = 0; q < kRows; ++q)  // rows past the end repeat row i0 and are not stored
+            rows[q] = &a[static_cast<std::size_t>(i0 + q < m ? i0 + q : i0) * kk + static_cast<std::size_t>(k0)];
+          micro_kernel(kc, rows[0], rows[1], rows[2], rows[3],
+                       &bp[(static_cast<std::size_t>(p) * kk + static_cast<std::size_t>(k0)) * kPanel], out);
+          const int w = std::min(kPanel, n - p * kPanel);
+          for (int q = 0; q < kRows && i0 + q < m; ++q)
+            for (int j = 0; j < w; ++j)
+              c[static_cast<std::size_t>(i0 + q) * static_cast<std::size_t>(n) + static_cast<std::size_t>(p * kPanel + j)] +=
+                  out[q * kPanel + j];
+        }
+    });
+  }
+  return c;
+}
+
 }  // namespace
 
 // ---- exact -------------------------------------------------------------------------------------------
@@ -219,43 +295,46 @@ std::vector<std::uint64_t> exact(const Matrix& a, const Matrix& b, const Matrix*
   // C accumulates as it is when beta is 1; any other alpha, beta or scale takes the rational route.
   const bool plain = o.alpha == 0x3F800000u && o.scale_a == 0x3F800000u && o.scale_b == 0x3F800000u &&
                      (!c || o.beta == 0x3F800000u);
-  const std::vector<Unpacked> ua = unpack_all(a), ub = unpack_all(b);
-
   // Fast exact route: formats on a small integer grid whose products and K-sums stay below 2^53 are
   // multiplied as doubles holding integers; every partial sum is then an exactly representable integer,
-  // whatever order the library adds in (an exact sum has no order).
+  // whatever order the additions take (an exact sum has no order).  A NaN or an infinity anywhere sends
+  // the product to the general route.
   const Grid ga = grid(*a.format), gb = grid(*b.format);
-  const bool finite_only = std::all_of(ua.begin(), ua.end(), [](const Unpacked& u) { return u.cls != ValueClass::nan && u.cls != ValueClass::inf; }) &&
-                           std::all_of(ub.begin(), ub.end(), [](const Unpacked& u) { return u.cls != ValueClass::nan && u.cls != ValueClass::inf; });
   const int kbits = bits::width(static_cast<std::uint64_t>(kk));
-  if (plain && finite_only && !c && ga.width + gb.width + kbits <= 53) {
-    Eigen::MatrixXd ma(m, kk), mb(kk, n);
-    auto scaled = [](const Unpacked& u, int lsb) {
-      if (u.cls != ValueClass::finite) return 0.0;
-      const double v = std::ldexp(static_cast<double>(u.significand), u.exponent - lsb);
-      return u.negative ? -v : v;
-    };
-    for (int i = 0; i < m; ++i)
-      for (int k = 0; k < kk; ++k) ma(i, k) = scaled(ua[static_cast<std::size_t>(i) * kk + k], ga.lsb);
-    for (int k = 0; k < kk; ++k)
-      for (int j = 0; j < n; ++j) mb(k, j) = scaled(ub[static_cast<std::size_t>(k) * n + j], gb.lsb);
-    const Eigen::MatrixXd prod = ma * mb;
-    for (int i = 0; i < m; ++i)
-      for (int j = 0; j < n; ++j) {
-        const double s = prod(i, j);
-        Unpacked u;
-        if (s != 0) {
-          const auto mag = static_cast<std::uint64_t>(std::fabs(s));
-          u.cls = ValueClass::finite;
-          u.negative = s < 0;
-          u.significand = mag;
-          u.exponent = ga.lsb + gb.lsb;
-        }
-        d[static_cast<std::size_t>(i) * n + j] = round_to(out, u, o.policy).code;
+  if (plain && !c && ga.width + gb.width + kbits <= 53) {
+    bool finite_only = true;
+    auto scaled = [&finite_only](const Format& f, const std::vector<std::uint64_t>& codes, int lsb) {
+      std::vector<double> v(codes.size());
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const Unpacked u = unpack(f, codes[i]);
+        if (u.cls == ValueClass::nan || u.cls == ValueClass::inf) finite_only = false;
+        if (u.cls != ValueClass::finite) continue;
+        const double x = std::ldexp(static_cast<double>(u.significand), u.exponent - lsb);
+        v[i] = u.negative ? -x : x;
       }
-    return d;
+      return v;
+    };
+    const std::vector<double> ma = scaled(*a.format, a.codes, ga.lsb), mb = scaled(*b.format, b.codes, gb.lsb);
+    if (finite_only) {
+      const std::vector<double> prod = integer_gemm(m, n, kk, ma, mb);
+      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, prod.size(), 4096), [&](const tbb::blocked_range<std::size_t>& r) {
+        for (std::size_t i = r.begin(); i != r.end(); ++i) {
+          const double s = prod[i];
+          Unpacked u;
+          if (s != 0) {
+            u.cls = ValueClass::finite;
+            u.negative = s < 0;
+            u.significand = static_cast<std::uint64_t>(std::fabs(s));
+            u.exponent = ga.lsb + gb.lsb;
+          }
+          d[i] = round_to(out, u, o.policy).code;
+        }
+      });
+      return d;
+    }
   }
 
+  const std::vector<Unpacked> ua = unpack_all(a), ub = unpack_all(b);
   const Unpacked alpha = unpack(formats::f32, o.alpha), beta = unpack(formats::f32, o.beta);
   const Unpacked sca = unpack(formats::f32, o.scale_a), scb = unpack(formats::f32, o.scale_b);
   for (const Unpacked* u : {&alpha, &beta, &sca, &scb})
@@ -596,18 +675,10 @@ std::uint32_t fused_sum(const TensorCoreModel& model, std::span<const Term> term
 //  - every other case (NaN or Inf in the group or in C, an f16 output, a result outside the normal
 //    range) takes the model's own code: model_step, or the rounding of fused_sum.
 // Columns go in tiles of kTile; tiles and rows run in parallel (oneTBB).
+// (The kernels use GCC vector extensions: a v8d is one AVX-512 register, two AVX2 or four SSE2 ones.)
 
 constexpr int kTile = 64;
 
-// A per-column-vectorised kernel: built for AVX-512, AVX2 and the baseline, picked at load time.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define LOWBIT_GEMM_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
-#endif
-#endif
-#ifndef LOWBIT_GEMM_CLONES
-#define LOWBIT_GEMM_CLONES
-#endif
 
 double pow2(int e) { return std::bit_cast<double>(static_cast<std::uint64_t>(1023 + e) << 52); }
 
@@ -685,11 +756,7 @@ FastOperands prepare(const TensorCoreModel& model, const Matrix& a, const Matrix
 
 // One group of one row over kTile columns: em = the largest term exponent per column (C included), s = the
 // aligned, truncated sum of C and the group's products, an integer held in a double.  Eight columns at a
-// time in vector registers (GCC vector extensions: one AVX-512 register, two AVX2 or four SSE2 ones),
-// K innermost so that the maxima and sums stay in registers.
-typedef double v8d __attribute__((vector_size(64)));
-typedef std::int32_t v8i __attribute__((vector_size(32)));
-typedef std::int64_t v8l __attribute__((vector_size(64)));
+// time in vector registers, K innermost so that the maxima and sums stay in registers.
 
 LOWBIT_GEMM_CLONES void group_kernel(int len, int fbits, const std::int32_t* ea, const double* va,
                                      const std::int32_t* eb, const double* vb, std::size_t ldb,
