@@ -176,7 +176,9 @@ TEST(Format, E2M1Values) {
   const char* values[] = {"0", "0.5", "1", "1.5", "2", "3", "4", "6"};
   for (std::uint64_t c = 0; c < 8; ++c) {
     EXPECT_EQ(exact::code_text(formats::e2m1, c), values[c]);
-    EXPECT_EQ(exact::code_text(formats::e2m1, c | 8), c == 0 ? std::string("-0") : "-" + std::string(values[c]));
+    std::string negative(1, '-');
+    negative += c == 0 ? "0" : values[c];
+    EXPECT_EQ(exact::code_text(formats::e2m1, c | 8), negative);
   }
 }
 
