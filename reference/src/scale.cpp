@@ -4,8 +4,10 @@
 #include <bit>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
+#include "lowbit/batch.hpp"
 #include "lowbit/convert.hpp"
 
 namespace lowbit::scale {
@@ -75,6 +77,100 @@ struct BlockIter {
   int r0, r1, c0, c1;
 };
 
+
+// ---- the batch path ----------------------------------------------------------------------------------
+// quantize multiplies each element by its block's multiplier exactly as before (one fp32 operation) into
+// a row buffer and converts the buffer with convert_batch, which equals the scalar conversion bit for bit
+// for every policy (batch.hpp), stochastic rounding included with the element's random value.
+
+// Element codes of v[0..n) through convert_batch, widened into `out`.
+void to_elements(const float* v, std::size_t n, const Format& el, const Policy& p, const std::uint32_t* r,
+                 std::uint64_t* out, std::vector<std::uint8_t>& scratch) {
+  const std::size_t bytes = batch_code_bytes(el);
+  scratch.resize(n * bytes);
+  convert_batch(formats::f32, v, n, el, p, scratch.data(), nullptr, nullptr, r);
+  const std::uint8_t* b = scratch.data();
+  switch (bytes) {
+    case 1:
+      for (std::size_t i = 0; i < n; ++i) out[i] = b[i];
+      break;
+    case 2:
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint16_t c;
+        std::memcpy(&c, b + 2 * i, 2);
+        out[i] = c;
+      }
+      break;
+    case 4:
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint32_t c;
+        std::memcpy(&c, b + 4 * i, 4);
+        out[i] = c;
+      }
+      break;
+    default: std::memcpy(out, b, n * 8); break;
+  }
+}
+
+// Block amaxes in one pass over the rows.  |x| as a bit pattern, with NaN (and, when finite_only,
+// infinities) read as +0: for values >= +0 the order of the bit patterns is the order of the values, so
+// the largest pattern is what the fmaxf loop (block_amax) returns.  A block holding a NaN is flagged
+// (block_amax then decides what a propagating amax returns); so is one holding any NaN or infinity.
+struct BlockAmaxes {
+  int nbr = 0, nbc = 0;
+  std::vector<std::uint32_t> bits;
+  std::vector<std::uint8_t> nan, nonfinite;
+  float value(std::size_t b) const { return float_of(bits[b]); }
+};
+
+BlockAmaxes block_amaxes(const Tensor& x, int br, int bc, bool finite_only) {
+  BlockAmaxes a;
+  a.nbr = (x.rows + br - 1) / br;
+  a.nbc = (x.cols + bc - 1) / bc;
+  const std::size_t blocks = static_cast<std::size_t>(a.nbr) * static_cast<std::size_t>(a.nbc);
+  a.bits.assign(blocks, 0);
+  a.nan.assign(blocks, 0);
+  a.nonfinite.assign(blocks, 0);
+  const std::uint32_t limit = finite_only ? 0x7F7FFFFFu : 0x7F800000u;
+  std::vector<std::uint32_t> row_nan(bc == 1 ? static_cast<std::size_t>(x.cols) : 0),
+      row_nonfinite(row_nan.size());
+  for (int r = 0; r < x.rows; ++r) {
+    const float* v = &x.data[static_cast<std::size_t>(r) * x.cols];
+    const std::size_t base = static_cast<std::size_t>(r / br) * static_cast<std::size_t>(a.nbc);
+    if (bc == 1) {  // one block per column: the row updates a whole row of blocks
+      std::uint32_t* m = &a.bits[base];
+      for (int c = 0; c < x.cols; ++c) {
+        const std::uint32_t b = bits_of(v[c]) & 0x7FFFFFFFu;
+        row_nan[static_cast<std::size_t>(c)] = b > 0x7F800000u;
+        row_nonfinite[static_cast<std::size_t>(c)] = b >= 0x7F800000u;
+        const std::uint32_t k = b > limit ? 0 : b;
+        m[c] = std::max(m[c], k);
+      }
+      for (int c = 0; c < x.cols; ++c) {
+        a.nan[base + static_cast<std::size_t>(c)] |= static_cast<std::uint8_t>(row_nan[static_cast<std::size_t>(c)]);
+        a.nonfinite[base + static_cast<std::size_t>(c)] |=
+            static_cast<std::uint8_t>(row_nonfinite[static_cast<std::size_t>(c)]);
+      }
+      continue;
+    }
+    for (int c0 = 0, blk = 0; c0 < x.cols; c0 += bc, ++blk) {
+      const int c1 = std::min(x.cols, c0 + bc);
+      // |x| patterns fit 31 bits: signed maxima (vectorised on every x86 level).
+      std::int32_t m = 0, top = 0;
+      const auto lim = static_cast<std::int32_t>(limit);
+      for (int c = c0; c < c1; ++c) {
+        const auto b = static_cast<std::int32_t>(bits_of(v[c]) & 0x7FFFFFFFu);
+        top = std::max(top, b);
+        m = std::max(m, b > lim ? 0 : b);
+      }
+      const std::size_t i = base + static_cast<std::size_t>(blk);
+      a.bits[i] = std::max(a.bits[i], static_cast<std::uint32_t>(m));
+      a.nan[i] |= top > 0x7F800000;
+      a.nonfinite[i] |= top >= 0x7F800000;
+    }
+  }
+  return a;
+}
 }  // namespace
 
 float amax(const float* v, std::size_t n, std::size_t stride, bool propagate_nan) {
@@ -192,7 +288,9 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
   if (is_stochastic(p.rounding) && (!rbits || rbits->size() != xin.data.size()))
     throw std::invalid_argument("stochastic rounding needs one random value per element");
   auto rb = [&](std::size_t i) -> std::uint32_t { return rbits ? (*rbits)[i] : 0; };
-  const Tensor x = o.hadamard ? hadamard_rows(xin) : xin;
+  Tensor transformed;
+  if (o.hadamard) transformed = hadamard_rows(xin);
+  const Tensor& x = o.hadamard ? transformed : xin;
   const int R = x.rows, C = x.cols;
   Quantized q;
   q.scheme = o.scheme;
@@ -217,11 +315,47 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
       }
     return a;
   };
-  auto block_has_nonfinite = [&](int r0, int r1, int c0, int c1) {
-    for (int r = r0; r < r1; ++r)
-      for (int c = c0; c < c1; ++c)
-        if (!std::isfinite(at(r, c))) return true;
-    return false;
+  // The amax of block b from a one-pass table; a propagating amax over a block with a NaN asks
+  // block_amax, which returns that NaN.
+  auto amax_of = [&](const BlockAmaxes& t, std::size_t b, int r0, int r1, int c0, int c1, bool finite_only) {
+    if (t.nan[b] && o.amax_propagates_nan && !finite_only) return block_amax(r0, r1, c0, c1, false);
+    return t.value(b);
+  };
+  const bool any = R > 0 && C > 0;
+  const std::uint32_t* rptr = rbits ? rbits->data() : nullptr;
+  std::vector<float> buf(static_cast<std::size_t>(C));
+  std::vector<std::uint8_t> scratch;
+  // Row r's elements into codes through the batch path.
+  auto convert_row = [&](int r) {
+    to_elements(buf.data(), static_cast<std::size_t>(C), el, p, rptr ? rptr + idx(r, 0) : nullptr, &q.codes[idx(r, 0)],
+                scratch);
+  };
+  // Every element times (or, with `divide`, over) its block's factor f[(r / br) * nbc + c / bc], then
+  // into codes: the fp32 operation each scheme specifies, then the element conversion.  A NaN factor
+  // gives its own NaN whatever the element (the product of two NaNs is the factor's, as the scalar
+  // loop this replaces computed it).
+  auto convert_rows = [&](int br, int bc, int nbc, const std::vector<float>& f, bool divide) {
+    for (int r = 0; r < R; ++r) {
+      const float* v = &x.data[idx(r, 0)];
+      const float* fr = &f[static_cast<std::size_t>(r / br) * static_cast<std::size_t>(nbc)];
+      if (bc == 1) {
+        for (int c = 0; c < C; ++c) buf[static_cast<std::size_t>(c)] = v[c] * fr[c];
+        for (int c = 0; c < C; ++c)
+          if (std::isnan(fr[c])) buf[static_cast<std::size_t>(c)] = fr[c];
+      } else {
+        for (int c0 = 0, blk = 0; c0 < C; c0 += bc, ++blk) {
+          const float m = fr[blk];
+          const int c1 = std::min(C, c0 + bc);
+          if (divide)
+            for (int c = c0; c < c1; ++c) buf[static_cast<std::size_t>(c)] = v[c] / m;
+          else if (std::isnan(m))
+            std::fill(buf.begin() + c0, buf.begin() + c1, m);
+          else
+            for (int c = c0; c < c1; ++c) buf[static_cast<std::size_t>(c)] = v[c] * m;
+        }
+      }
+      convert_row(r);
+    }
   };
 
   switch (o.scheme) {
@@ -244,10 +378,13 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
       q.block_cols = bc;
       const bool packed = o.scale_format == ScaleFormat::ue8m0_packed;
       q.scale_format = packed ? &formats::e8m0 : &formats::f32;
+      const BlockAmaxes t = any ? block_amaxes(x, br, bc, false) : BlockAmaxes{};
+      std::vector<float> mult;
       for (int r0 = 0; r0 < std::max(R, 1); r0 += br)
         for (int c0 = 0; c0 < std::max(C, 1); c0 += bc) {
           const int r1 = std::min(R, r0 + br), c1 = std::min(C, c0 + bc);
-          const float a = block_amax(r0, r1, c0, c1, false);
+          const float a = any ? amax_of(t, static_cast<std::size_t>(r0 / br) * t.nbc + c0 / bc, r0, r1, c0, c1, false)
+                              : block_amax(r0, r1, c0, c1, false);
           float s = 0;
           std::uint64_t scale_code = 0;
           if (packed) {
@@ -264,9 +401,9 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
             scale_code = bits_of(1.0f / s);
           }
           q.scales.push_back(scale_code);
-          for (int r = r0; r < r1; ++r)
-            for (int c = c0; c < c1; ++c) q.codes[idx(r, c)] = to_element(at(r, c) * s, el, p, rb(idx(r, c)));
+          mult.push_back(s);
         }
+      if (any) convert_rows(br, bc, t.nbc, mult, false);
       if (packed)
         for (std::size_t i = 0; i < q.scales.size(); i += 4) {
           std::uint32_t w = 0;
@@ -287,8 +424,12 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
       q.block_cols = std::max(C, 1);
       q.scale_format = &formats::f32;
       q.scales.push_back(bits_of(1.0f / s));
-      for (std::size_t i = 0; i < x.data.size(); ++i) q.codes[i] = to_element(x.data[i] * s, el, p, rb(i));
-      st.history[0] = std::fmax(st.history[0], block_amax(0, R, 0, C, false));
+      float tensor_amax = 0.0f;
+      if (any) {
+        convert_rows(R, C, 1, std::vector<float>{s}, false);
+        tensor_amax = amax_of(block_amaxes(x, R, C, false), 0, 0, R, 0, C, false);
+      }
+      st.history[0] = std::fmax(st.history[0], tensor_amax);
       float a = st.history[0];
       if (st.max_algorithm) {
         a = 0.0f;
@@ -311,47 +452,77 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
       q.block_rows = 1;
       q.block_cols = o.block;
       q.scale_format = &formats::e8m0;
+      if (!any) break;
       const Unpacked nan_in = unpack(formats::f32, 0x7FC00000u);
-      for (int r = 0; r < R; ++r)
-        for (int c0 = 0; c0 < C; c0 += o.block) {
+      const bool finite_only = o.nonfinite == NonFinite::propagate;
+      const bool fp32_multiply = o.mx_rule == MxRule::rceil || o.mx_rule == MxRule::rne;
+      const BlockAmaxes t = any ? block_amaxes(x, 1, o.block, finite_only) : BlockAmaxes{};
+      std::vector<int> fix;  // columns of this row that take the scalar path after the batch
+      for (int r = 0; r < R; ++r) {
+        fix.clear();
+        const std::size_t first = q.scales.size();
+        for (int c0 = 0, blk = 0; c0 < C; c0 += o.block, ++blk) {
           const int c1 = std::min(C, c0 + o.block);
+          const std::size_t b = static_cast<std::size_t>(r) * t.nbc + blk;
           std::uint64_t sc = 0;
-          const bool nonfinite = block_has_nonfinite(r, r + 1, c0, c1);
-          if (o.nonfinite == NonFinite::scale_nan && nonfinite) sc = 0xFF;
-          else sc = mx_scale(block_amax(r, r + 1, c0, c1, o.nonfinite == NonFinite::propagate), el, o.mx_rule);
+          if (o.nonfinite == NonFinite::scale_nan && t.nonfinite[b]) sc = 0xFF;
+          else sc = mx_scale(amax_of(t, b, r, r + 1, c0, c1, finite_only), el, o.mx_rule);
           q.scales.push_back(sc);
           const int se = static_cast<int>(sc) - 127;
-          const bool fp32_multiply = o.mx_rule == MxRule::rceil || o.mx_rule == MxRule::rne;
-          // x * 2^(127 - e) as TE and torchao form it: e = 254 gives the f32 subnormal 2^-127.
-          const float mult = sc == 0xFF ? std::nanf("") : static_cast<float>(std::ldexp(1.0, -se));
+          // x * 2^(127 - e) as TE and torchao form it: e = 254 gives the f32 subnormal 2^-127.  The OCP
+          // rules divide by the power of two exactly: the same fp32 multiplication whenever its result is
+          // a normal number (or the input is zero or infinite); the rest take the exact scalar route.
+          const float mult = sc == 0xFF ? 0.0f : static_cast<float>(std::ldexp(1.0, -se));
           for (int c = c0; c < c1; ++c) {
-            const std::size_t i = idx(r, c);
-            if (sc == 0xFF) q.codes[i] = round_to(el, nan_in, p, rb(i)).code;
-            else if (fp32_multiply) q.codes[i] = to_element(at(r, c) * mult, el, p, rb(i));
-            else q.codes[i] = to_element_scaled(at(r, c), se, el, p, rb(i));
+            const float v = at(r, c);
+            float& y = buf[static_cast<std::size_t>(c)];
+            y = v * mult;
+            if (sc == 0xFF || fp32_multiply) continue;
+            if (std::isnan(v)) y = v;
+            else if (v != 0 && !std::isinf(v) && !(std::fabs(y) >= 0x1p-126f && std::isfinite(y))) fix.push_back(c);
           }
         }
+        convert_row(r);
+        for (int c0 = 0, blk = 0; c0 < C; c0 += o.block, ++blk) {
+          if (q.scales[first + static_cast<std::size_t>(blk)] != 0xFF) continue;
+          for (int c = c0; c < std::min(C, c0 + o.block); ++c) q.codes[idx(r, c)] = round_to(el, nan_in, p, rb(idx(r, c))).code;
+        }
+        for (int c : fix) {
+          const int se = static_cast<int>(q.scales[first + static_cast<std::size_t>(c / o.block)]) - 127;
+          q.codes[idx(r, c)] = to_element_scaled(at(r, c), se, el, p, rb(idx(r, c)));
+        }
+      }
       break;
     }
     case Scheme::nvfp4:
     case Scheme::nvfp4_2d: {
       // TE core_nvfp4.cuh / quantize_transpose_nvfp4.cuh, SEMANTICS.md §4 steps 1-7.
       const float scale_max = max_of(formats::e4m3);  // 448
-      const float global = block_amax(0, R, 0, C, false);
+      const int br = o.scheme == Scheme::nvfp4_2d ? 16 : 1;
+      const BlockAmaxes t = any ? block_amaxes(x, br, 16, false) : BlockAmaxes{};
+      // The tensor amax from the block amaxes (a NaN anywhere: block_amax over the tensor).
+      float global = 0.0f;
+      if (!any) {
+        global = block_amax(0, R, 0, C, false);
+      } else if (o.amax_propagates_nan && std::find(t.nan.begin(), t.nan.end(), 1) != t.nan.end()) {
+        global = block_amax(0, R, 0, C, false);
+      } else {
+        global = float_of(*std::max_element(t.bits.begin(), t.bits.end()));
+      }
       float s_enc = std::fmin(scale_max * elem_max / global, FLT_MAX);  // 2688 / amax; fminf drops a NaN
       if (global == 0.0f || s_enc == 0.0f) s_enc = 1.0f;
       const float s_dec = 1.0f / s_enc;
       q.tensor_scale = bits_of(s_dec);
       q.scale_format = &formats::e4m3;
-      const int br = o.scheme == Scheme::nvfp4_2d ? 16 : 1;
       q.block_rows = br;
       q.block_cols = 16;
       Policy sat;
       sat.overflow = Overflow::satfinite;
+      std::vector<float> mults;
       for (int r0 = 0; r0 < R; r0 += br)
         for (int c0 = 0; c0 < C; c0 += 16) {
           const int r1 = std::min(R, r0 + br), c1 = std::min(C, c0 + 16);
-          const float ba = block_amax(r0, r1, c0, c1, false);
+          const float ba = amax_of(t, static_cast<std::size_t>(r0 / br) * t.nbc + c0 / 16, r0, r1, c0, c1, false);
           const float s_dec_b = ba * (s_enc * k_sixth);
           const std::uint64_t sc = to_element(std::fmin(s_dec_b, FLT_MAX), formats::e4m3, sat, 0);
           q.scales.push_back(sc);
@@ -369,9 +540,9 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
           } else {
             mult = std::fmin(1.0f / (scale_f * s_dec), FLT_MAX);
           }
-          for (int r = r0; r < r1; ++r)
-            for (int c = c0; c < c1; ++c) q.codes[idx(r, c)] = to_element(at(r, c) * mult, el, p, rb(idx(r, c)));
+          mults.push_back(mult);
         }
+      if (any) convert_rows(br, 16, t.nbc, mults, false);
       break;
     }
     case Scheme::nvfp4_1level: {
@@ -382,16 +553,18 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
       q.block_cols = 16;
       Policy sat;
       sat.overflow = Overflow::satfinite;
+      const BlockAmaxes t = any ? block_amaxes(x, 1, 16, false) : BlockAmaxes{};
+      std::vector<float> scales_f;
       for (int r = 0; r < R; ++r)
         for (int c0 = 0; c0 < C; c0 += 16) {
           const int c1 = std::min(C, c0 + 16);
-          float s = block_amax(r, r + 1, c0, c1, false) / elem_max;
+          float s = amax_of(t, static_cast<std::size_t>(r) * t.nbc + c0 / 16, r, r + 1, c0, c1, false) / elem_max;
           s = std::clamp(s, 0x1p-6f, 448.0f);
           const std::uint64_t sc = to_element(s, formats::e4m3, sat, 0);
           q.scales.push_back(sc);
-          const float scale_f = static_cast<float>(code_value(formats::e4m3, sc));
-          for (int c = c0; c < c1; ++c) q.codes[idx(r, c)] = to_element(at(r, c) / scale_f, el, p, rb(idx(r, c)));
+          scales_f.push_back(static_cast<float>(code_value(formats::e4m3, sc)));
         }
+      if (any) convert_rows(1, 16, t.nbc, scales_f, true);
       break;
     }
   }
