@@ -294,6 +294,7 @@ std::vector<std::uint64_t> exact(const Matrix& a, const Matrix& b, const Matrix*
   std::vector<std::uint64_t> d(static_cast<std::size_t>(m) * n);
   // C accumulates as it is when beta is 1; any other alpha, beta or scale takes the rational route.
   const bool plain = o.alpha == 0x3F800000u && o.scale_a == 0x3F800000u && o.scale_b == 0x3F800000u &&
+                     o.scale_c == 0x3F800000u && o.scale_d == 0x3F800000u &&
                      (!c || o.beta == 0x3F800000u);
   // Fast exact route: formats on a small integer grid whose products and K-sums stay below 2^53 are
   // multiplied as doubles holding integers; every partial sum is then an exactly representable integer,
@@ -337,7 +338,8 @@ std::vector<std::uint64_t> exact(const Matrix& a, const Matrix& b, const Matrix*
   const std::vector<Unpacked> ua = unpack_all(a), ub = unpack_all(b);
   const Unpacked alpha = unpack(formats::f32, o.alpha), beta = unpack(formats::f32, o.beta);
   const Unpacked sca = unpack(formats::f32, o.scale_a), scb = unpack(formats::f32, o.scale_b);
-  for (const Unpacked* u : {&alpha, &beta, &sca, &scb})
+  const Unpacked scc = unpack(formats::f32, o.scale_c), scd = unpack(formats::f32, o.scale_d);
+  for (const Unpacked* u : {&alpha, &beta, &sca, &scb, &scc, &scd})
     if (u->cls == ValueClass::nan || u->cls == ValueClass::inf)
       throw std::invalid_argument("alpha, beta and the scales must be finite");
   for (int i = 0; i < m; ++i)
@@ -388,7 +390,9 @@ std::vector<std::uint64_t> exact(const Matrix& a, const Matrix& b, const Matrix*
                                scb.cls != ValueClass::finite;
       mpq_class total =
           scaled_zero ? mpq_class(0) : acc.rational() * signed_value(alpha) * signed_value(sca) * signed_value(scb);
-      if (c && beta.cls == ValueClass::finite && uc.cls == ValueClass::finite) total += signed_value(beta) * signed_value(uc);
+      if (c && beta.cls == ValueClass::finite && uc.cls == ValueClass::finite && scc.cls == ValueClass::finite)
+        total += signed_value(beta) * signed_value(scc) * signed_value(uc);
+      total = scd.cls == ValueClass::finite ? total * signed_value(scd) : mpq_class(0);
       exact::Value v;
       if (total != 0) {
         v.cls = ValueClass::finite;
@@ -1101,10 +1105,11 @@ std::vector<std::uint64_t> run_block_scaled(const TensorCoreModel& inner, const 
 }
 
 std::vector<std::uint64_t> apply_epilogue(const std::vector<std::uint64_t>& acc, const Matrix* c, std::uint32_t alpha,
-                                          std::uint32_t beta, std::uint32_t scale_a, std::uint32_t scale_b) {
+                                          std::uint32_t beta, std::uint32_t scale_a, std::uint32_t scale_b,
+                                          std::uint32_t scale_c) {
   const float s = std::bit_cast<float>(scale_a) * std::bit_cast<float>(scale_b);
   const float f = s * std::bit_cast<float>(alpha);
-  const float bt = std::bit_cast<float>(beta);
+  const float bt = std::bit_cast<float>(beta) * std::bit_cast<float>(scale_c);
   std::vector<std::uint64_t> d(acc.size());
   for (std::size_t i = 0; i < acc.size(); ++i) {
     float v = f * std::bit_cast<float>(static_cast<std::uint32_t>(acc[i]));
@@ -1115,6 +1120,19 @@ std::vector<std::uint64_t> apply_epilogue(const std::vector<std::uint64_t>& acc,
     d[i] = float_bits(v);
   }
   return d;
+}
+
+std::vector<std::uint64_t> quantize_output(const std::vector<std::uint64_t>& d, std::uint32_t scale_d,
+                                           const Format& out) {
+  Policy sat;
+  sat.overflow = Overflow::satfinite;
+  const float sd = std::bit_cast<float>(scale_d);
+  std::vector<std::uint64_t> q(d.size());
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    const float v = std::bit_cast<float>(static_cast<std::uint32_t>(d[i])) * sd;
+    q[i] = convert(formats::f32, float_bits(v), out, sat).code;
+  }
+  return q;
 }
 
 }  // namespace lowbit::gemm

@@ -153,24 +153,33 @@ json read_npy_operands(const GemmOptions& o) {
   return j;
 }
 
-void write_result(const GemmOptions& o, const std::vector<std::uint64_t>& d, bool f16_out) {
+// Writes {"d": [...]} (f32 bits, or f16 bits for an f16 model, or the quantized codes when `qformat` is
+// given), plus "amax_d" (over the f32 D) when asked.
+void write_result(const GemmOptions& o, const std::vector<std::uint64_t>& d, bool f16_out,
+                  const Format* qformat = nullptr, const std::vector<std::uint64_t>& quantized = {}) {
   json out;
   out["d"] = json::array();
+  if (qformat)
+    for (std::uint64_t v : quantized) out["d"].push_back(hex(*qformat, v));
   float amax = 0;
   for (std::uint64_t v : d) {
-    out["d"].push_back(hex(v, f16_out ? 4 : 8));
+    if (!qformat) out["d"].push_back(hex(v, f16_out ? 4 : 8));
     const float x = f16_out ? 0.0f : std::bit_cast<float>(static_cast<std::uint32_t>(v));
     amax = std::fmax(amax, std::fabs(x));  // fmaxf: a NaN element is ignored
   }
   if (o.amax && !f16_out) out["amax_d"] = hex(std::bit_cast<std::uint32_t>(amax), 8);
   if (o.out.size() > 4 && o.out.substr(o.out.size() - 4) == ".npy") {
-    // D as an f32 (or f16) array of the given shape; its bit patterns are the codes.
+    // D as an f32 (or f16) array of the given shape, its bit patterns the codes; a quantized D as u8 (or
+    // u16) codes.
     const std::uint64_t shape[2] = {static_cast<std::uint64_t>(o.rows), static_cast<std::uint64_t>(o.cols)};
     std::vector<std::uint8_t> bytes;
-    for (std::uint64_t v : d)
-      for (int b = 0; b < (f16_out ? 2 : 4); ++b) bytes.push_back(static_cast<std::uint8_t>(v >> (8 * b)));
+    const int width = qformat ? (qformat->storage_bits() <= 8 ? 1 : 2) : (f16_out ? 2 : 4);
+    const io::DType dtype = qformat ? (width == 1 ? io::DType::u8 : io::DType::u16)
+                                    : (f16_out ? io::DType::f16 : io::DType::f32);
+    for (std::uint64_t v : qformat ? quantized : d)
+      for (int b = 0; b < width; ++b) bytes.push_back(static_cast<std::uint8_t>(v >> (8 * b)));
     try {
-      io::write_npy(o.out, f16_out ? io::DType::f16 : io::DType::f32, shape, bytes);
+      io::write_npy(o.out, dtype, shape, bytes);
     } catch (const io::FileError& e) {
       throw InputError(std::string("--out: ") + e.what());
     }
@@ -217,9 +226,19 @@ void run_gemm(GemmOptions& o) {
   constexpr std::uint32_t one = 0x3F800000u;
   const std::uint32_t alpha = read_f32(j, "alpha", one), beta = read_f32(j, "beta", c ? one : 0);
   const std::uint32_t sa = read_f32(j, "scale_a", one), sb = read_f32(j, "scale_b", one);
+  // cuBLASLt's C and D scales and its optional quantized output ("d_format", e.g. e4m3: rne + satfinite of
+  // fp32(d * scale_d)); "amax_d" is taken on D before scale_d and the conversion.
+  const std::uint32_t sc = read_f32(j, "scale_c", one), sd = read_f32(j, "scale_d", one);
+  const Format* d_format = nullptr;
+  if (j.contains("d_format")) {
+    d_format = &read_format(j, "d_format", "f32");
+    if (d_format->bits > 16) throw InputError("\"d_format\": a quantized output is a format of at most 16 bits");
+  } else if (sd != one) {
+    throw InputError("\"scale_d\": only with a quantized output (\"d_format\")");
+  }
   // Without an epilogue, C enters the accumulation itself; with one, the model runs from zero and the
   // epilogue (gemm::apply_epilogue) combines its result with C.
-  const bool epilogue = alpha != one || (c && beta != one) || sa != one || sb != one;
+  const bool epilogue = alpha != one || (c && beta != one) || sa != one || sb != one || (c && sc != one);
   const Matrix* cin = epilogue ? nullptr : c.get();
 
   std::vector<std::uint64_t> d;
@@ -252,7 +271,18 @@ void run_gemm(GemmOptions& o) {
     eo.beta = beta;
     eo.scale_a = sa;
     eo.scale_b = sb;
-    write_result(o, gemm::exact(a, b, c.get(), eo), false);
+    eo.scale_c = sc;
+    const std::vector<std::uint64_t> dd = gemm::exact(a, b, c.get(), eo);
+    if (d_format) {
+      // Rounded once, from the exact scale_d * D, into the output format.
+      gemm::ExactOptions q = eo;
+      q.scale_d = sd;
+      q.out = d_format;
+      q.policy.overflow = Overflow::satfinite;
+      write_result(o, dd, false, d_format, gemm::exact(a, b, c.get(), q));
+    } else {
+      write_result(o, dd, false);
+    }
     return;
   } else if (name == "f32-sequential") {
     d = order(gemm::Order::sequential);
@@ -291,7 +321,12 @@ void run_gemm(GemmOptions& o) {
   const bool f16_out = tc && tc->output == gemm::Output::f16_rne;
   if (epilogue) {
     if (f16_out) throw InputError("--model: " + name + " writes f16; alpha, beta and scales are not supported there");
-    d = gemm::apply_epilogue(d, c.get(), alpha, beta, esa, esb);
+    d = gemm::apply_epilogue(d, c.get(), alpha, beta, esa, esb, sc);
+  }
+  if (d_format) {
+    if (f16_out) throw InputError("\"d_format\": " + name + " writes f16");
+    write_result(o, d, false, d_format, gemm::quantize_output(d, sd, *d_format));
+    return;
   }
   write_result(o, d, f16_out);
 }

@@ -37,6 +37,10 @@ struct ExactOptions {
   // + beta * C, all exactly.
   std::uint32_t scale_a = 0x3F800000u;
   std::uint32_t scale_b = 0x3F800000u;
+  // cuBLASLt's C and D scales: D = scale_d * (alpha * scale_a * scale_b * AB + beta * scale_c * C), exactly,
+  // then rounded once into `out` (an fp8 `out` with a satfinite policy gives cuBLASLt's quantized output).
+  std::uint32_t scale_c = 0x3F800000u;
+  std::uint32_t scale_d = 0x3F800000u;
   const Format* out = nullptr;  // default f32
   Policy policy{};              // default rne
 };
@@ -123,8 +127,12 @@ std::vector<std::uint64_t> run_block_scaled(const TensorCoreModel& inner, const 
                                             const Matrix& a_scales, const Matrix& b_scales, const Matrix* c);
 
 // The per-tensor epilogue of a model's result (cuBLASLt-style scales, unconfirmed order):
-// d = fp32(fp32(fp32(scale_a * scale_b) * alpha) * acc), then + fp32(beta * c) when beta != 0.
+// d = fp32(fp32(fp32(scale_a * scale_b) * alpha) * acc), then + fp32(fp32(beta * scale_c) * c) when beta != 0.
 std::vector<std::uint64_t> apply_epilogue(const std::vector<std::uint64_t>& acc, const Matrix* c, std::uint32_t alpha,
-                                          std::uint32_t beta, std::uint32_t scale_a, std::uint32_t scale_b);
+                                          std::uint32_t beta, std::uint32_t scale_a, std::uint32_t scale_b,
+                                          std::uint32_t scale_c = 0x3F800000u);
+// cuBLASLt's quantized output: each f32 result d becomes out(rne, satfinite)(fp32(d * scale_d)).
+std::vector<std::uint64_t> quantize_output(const std::vector<std::uint64_t>& d, std::uint32_t scale_d,
+                                           const Format& out);
 
 }  // namespace lowbit::gemm
