@@ -155,6 +155,65 @@ def test_nvfp4_matches_te_steps():
         assert int(j["tensor_scale"], 16) == s_dec
 
 
+E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6]
+
+
+def nvfp4_4over6_reference(v, mse=False):
+    """NVFP4 4over6 (SEMANTICS.md §4; TE quantize_4over6_kernel.cuh), one row, 1-D blocks of 16: S_enc from
+    1536 = 256 * 6, map-to-6 and map-to-4 (1.5x) block scales, each block keeping the candidate with the
+    smaller summed |d| (or d * d), d = e2m1 * scale * amax / 1536 - x; a tie keeps map-to-6."""
+    amax = f32(np.max(np.abs(v)))
+    with np.errstate(divide="ignore", over="ignore"):
+        s_enc = np.fmin(f32(1536) / amax, np.finfo(np.float32).max).astype(np.float32)
+    if amax == 0 or s_enc == 0:
+        s_enc = f32(1)
+    s_dec = f32(1) / s_enc
+    scales, elems = [], []
+    for b in range(0, v.size, 16):
+        blk = v[b:b + 16]
+        base = f32(f32(np.max(np.abs(blk))) / f32(6)) * s_enc
+        cands = []
+        for s_dec_b in (f32(base * f32(1.5)), base):
+            sc = cast_sat(np.array([np.fmin(s_dec_b, f32(448))], dtype=np.float32), ml_dtypes.float8_e4m3fn, 448)[0]
+            scf = np.array([sc], dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float32)[0]
+            with np.errstate(divide="ignore", over="ignore"):
+                mult = np.fmin(f32(1) / f32(scf * s_dec), np.finfo(np.float32).max).astype(np.float32)
+                cs = [int(c) & 0xF for c in cast_sat((blk * mult).astype(np.float32), ml_dtypes.float4_e2m1fn, 6)]
+            err = f32(0)
+            for c, x in zip(cs, blk):
+                d = f32(f32(f32(f32(E2M1[c]) * scf) * amax) / f32(1536)) - x
+                err = f32(err + (d * d if mse else abs(d)))
+            cands.append((err, int(sc), cs))
+        (e4, s4, c4), (e6, s6, c6) = cands
+        scales.append(s4 if e4 < e6 else s6)
+        elems += c4 if e4 < e6 else c6
+    return scales, elems, int(np.array([s_dec]).view(np.uint32)[0])
+
+
+@pytest.mark.parametrize("variant,mse", [("4over6", False), ("4over6-mse", True)])
+def test_nvfp4_4over6_matches_te_steps(variant, mse):
+    for trial in range(30):
+        v = random_tensor(64)
+        if trial % 5 == 0:
+            v[16:32] = 0
+        j = quantize(["--scheme", "nvfp4", "--variant", variant], v)
+        scales, elems, s_dec = nvfp4_4over6_reference(v, mse)
+        assert codes(j, "scales") == scales, trial
+        assert codes(j) == elems, trial
+        assert int(j["tensor_scale"], 16) == s_dec
+
+
+def test_nvfp4_4over6_hand_case():
+    # Amax 6: S_enc = 256, S_dec = 2^-8; map-to-4 scale 384 (0x7c), multiplier fp32(1 / 1.5): 6 -> 4 (0x6),
+    # -4.5 -> -3 (0xd), both exact back (error 0); map-to-6 (0x78) turns -4.5 into -4 (error 0.5).
+    v = np.zeros(16, dtype=np.float32)
+    v[0], v[1] = 6, -4.5
+    j = quantize(["--scheme", "nvfp4", "--variant", "4over6"], v)
+    assert codes(j, "scales") == [0x7C]
+    assert codes(j) == [0x6, 0xD] + [0] * 14
+    assert int(j["tensor_scale"], 16) == 0x3B800000
+
+
 # ---- the text contract ------------------------------------------------------------------------------
 def test_json_fields_and_directions():
     v = np.arange(1, 7, dtype=np.float32)
@@ -210,7 +269,10 @@ def test_stochastic_rounding_is_reproducible():
     (["quantize", "--scheme", "mx", "--element", "bf16", "--in", "-", "--out", "-"], "0x3f800000", ["--element"]),
     (["quantize", "--scheme", "mx", "--rounding", "sr-a", "--sr-bits", "8", "--in", "-", "--out", "-"], "0x3f800000",
      ["--sr-seed"]),
-    (["quantize", "--scheme", "nvfp4", "--variant", "4over6", "--in", "-", "--out", "-"], "0x3f800000", ["4over6"]),
+    (["quantize", "--scheme", "nvfp4-1level", "--variant", "4over6", "--in", "-", "--out", "-"], "0x3f800000",
+     ["--variant", "4over6"]),
+    (["quantize", "--scheme", "nvfp4", "--variant", "4over6", "--rounding", "sr-a", "--sr-bits", "8", "--sr-seed",
+      "1", "--in", "-", "--out", "-"], "0x3f800000", ["--rounding", "4over6"]),
     (["quantize", "--scheme", "tensor", "--scale-rule", "rceil", "--in", "-", "--out", "-"], "0x3f800000",
      ["--scale-rule"]),
     (["dequantize"], "{\"scheme\": \"mx\"}", ["element"]),

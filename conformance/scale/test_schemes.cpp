@@ -173,6 +173,94 @@ TEST(Nvfp4, ZeroBlockScale) {
   EXPECT_EQ(q.codes[16], 0x7u);
 }
 
+// NVFP4 "4over6" (SEMANTICS.md §4; TE quantize_4over6_kernel.cuh).  Every block below has amax 6 and so
+// does the tensor: S_enc = 1536 / 6 = 256, S_dec = 2^-8 (0x3B800000), base = fp32(6 / 6) * 256 = 256.  The
+// map-to-6 scale is e4m3(256) = 0x78 with multiplier 1 / (256 * 2^-8) = 1; the map-to-4 scale is
+// e4m3(384) = 0x7C with multiplier fp32(1 / 1.5) = 11184811 * 2^-24.  A candidate's dequantized value in
+// the error is e2m1 value * scale * 6 / 1536: the e2m1 value itself under map-to-6, 1.5 times it under
+// map-to-4.  Under map-to-4, 6 -> 4.0000001 -> 4 (6.0 back), 4.5 -> 3.0000000 -> 3 (4.5 back),
+// 3 -> 2.0000001 -> 2 (3.0 back), 1 -> 0.6666667 -> 0.5 (0.75 back, error 0.25); under map-to-6, 4.5 -> 4
+// (error 0.5) and 6, 3, 1 are exact.
+//   block 0 [6, -4.5, 0...]:   errors (map-4, map-6) = (0, 0.5): map-to-4, codes 6 -> 0x6, -4.5 -> 0xD.
+//   block 1 [6, 3, 1, 0...]:   (0.25, 0): map-to-6, codes 0x7, 0x5, 0x2.
+//   block 2 [6, 4.5, 1, 1, 0...]: absolute (0.5, 0.5), a tie: map-to-6, codes 0x7, 0x6, 0x2, 0x2; squared
+//   (0.125, 0.25): map-to-4, codes 0x6, 0x5, 0x1, 0x1.
+std::vector<unsigned> as_unsigned(const S::Quantized& q) { return {q.codes.begin(), q.codes.end()}; }
+
+TEST(Nvfp4, FourOverSixPicksPerBlock) {
+  std::vector<float> v(48, 0.0f);
+  v[0] = 6, v[1] = -4.5f;
+  v[16] = 6, v[17] = 3, v[18] = 1;
+  v[32] = 6, v[33] = 4.5f, v[34] = 1, v[35] = 1;
+  S::Options o;
+  o.scheme = S::Scheme::nvfp4;
+  o.variant = S::Variant::four_over_six;
+  auto q = S::quantize(row(v), o);
+  ASSERT_EQ(q.scales.size(), 3u);
+  EXPECT_EQ(q.scales[0], 0x7Cu);
+  EXPECT_EQ(q.scales[1], 0x78u);
+  EXPECT_EQ(q.scales[2], 0x78u);
+  ASSERT_TRUE(q.tensor_scale.has_value());
+  EXPECT_EQ(*q.tensor_scale, 0x3B800000u);
+  std::vector<unsigned> want(48, 0);
+  want[0] = 0x6, want[1] = 0xD;
+  want[16] = 0x7, want[17] = 0x5, want[18] = 0x2;
+  want[32] = 0x7, want[33] = 0x6, want[34] = 0x2, want[35] = 0x2;
+  EXPECT_EQ(as_unsigned(q), want);
+  // The dequantized values: block 0 is exact under map-to-4 (0x6 * 384 * 2^-8 = 6, 0xD = -3 * 1.5 = -4.5).
+  const auto d = S::dequantize(q);
+  EXPECT_EQ(d[0], 6.0);
+  EXPECT_EQ(d[1], -4.5);
+  EXPECT_EQ(d[33], 4.0);
+
+  o.variant = S::Variant::four_over_six_mse;
+  q = S::quantize(row(v), o);
+  EXPECT_EQ(q.scales[0], 0x7Cu);
+  EXPECT_EQ(q.scales[1], 0x78u);
+  EXPECT_EQ(q.scales[2], 0x7Cu);
+  want[32] = 0x6, want[33] = 0x5, want[34] = 0x1, want[35] = 0x1;
+  EXPECT_EQ(as_unsigned(q), want);
+}
+
+// 4over6 on a 16x16 block: the sixteen row errors are summed into one per block.  Row 0 [6, 4.5, 0...]
+// and row 1 [1, 0...]: map-to-4 (0 + 0.25) beats map-to-6 (0.5 + 0); with row 1 [1, 1, 0...] the sums
+// tie at 0.5 and map-to-6 stays.
+TEST(Nvfp4, FourOverSix2dSumsRows) {
+  std::vector<float> v(256, 0.0f);
+  v[0] = 6, v[1] = 4.5f, v[16] = 1;
+  S::Options o;
+  o.scheme = S::Scheme::nvfp4_2d;
+  o.variant = S::Variant::four_over_six;
+  S::Tensor x{16, 16, v};
+  auto q = S::quantize(x, o);
+  ASSERT_EQ(q.scales.size(), 1u);
+  EXPECT_EQ(q.scales[0], 0x7Cu);
+  EXPECT_EQ(q.codes[0], 0x6u);
+  EXPECT_EQ(q.codes[1], 0x5u);
+  EXPECT_EQ(q.codes[16], 0x1u);
+  x.data[17] = 1;
+  q = S::quantize(x, o);
+  EXPECT_EQ(q.scales[0], 0x78u);
+  EXPECT_EQ(q.codes[0], 0x7u);
+  EXPECT_EQ(q.codes[1], 0x6u);
+  EXPECT_EQ(q.codes[16], 0x2u);
+  EXPECT_EQ(q.codes[17], 0x2u);
+}
+
+TEST(Nvfp4, FourOverSixOptions) {
+  S::Options o;
+  o.variant = S::Variant::four_over_six;
+  o.scheme = S::Scheme::nvfp4_1level;
+  EXPECT_NE(S::normalize(o), "");
+  o = {};
+  o.variant = S::Variant::four_over_six;
+  o.scheme = S::Scheme::nvfp4;
+  o.hadamard = true;
+  EXPECT_NE(S::normalize(o), "");
+  o.hadamard = false;
+  EXPECT_EQ(S::normalize(o), "");
+}
+
 // DeepGEMM's ue8m0 block scales: amax 448 gives sf = 448 / 448 = 1 = 2^0 (code 127); amax 449 rounds up to
 // 2^1 (code 128); four codes per 32-bit word, the first in the low byte.
 TEST(Block, Ue8m0Packed) {

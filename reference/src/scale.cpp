@@ -268,6 +268,12 @@ std::string normalize(Options& o) {
   if (o.hadamard && !nv) return "--hadamard: applies to NVFP4";
   if (o.variant == Variant::fast_math && !(o.scheme == Scheme::nvfp4 || o.scheme == Scheme::nvfp4_2d))
     return "--variant fast-math: applies to two-level NVFP4";
+  if (o.variant == Variant::four_over_six || o.variant == Variant::four_over_six_mse) {
+    if (!(o.scheme == Scheme::nvfp4 || o.scheme == Scheme::nvfp4_2d))
+      return "--variant 4over6: applies to two-level NVFP4";
+    if (o.hadamard) return "--variant 4over6: not combined with --hadamard";
+    if (is_stochastic(o.element_policy.rounding)) return "--variant 4over6: not combined with stochastic rounding";
+  }
   return "";
 }
 
@@ -497,7 +503,8 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
     case Scheme::nvfp4:
     case Scheme::nvfp4_2d: {
       // TE core_nvfp4.cuh / quantize_transpose_nvfp4.cuh, SEMANTICS.md §4 steps 1-7.
-      const float scale_max = max_of(formats::e4m3);  // 448
+      const bool four_six = o.variant == Variant::four_over_six || o.variant == Variant::four_over_six_mse;
+      const float scale_max = four_six ? 256.0f : max_of(formats::e4m3);  // 448 (4over6: 256)
       const int br = o.scheme == Scheme::nvfp4_2d ? 16 : 1;
       const BlockAmaxes t = any ? block_amaxes(x, br, 16, false) : BlockAmaxes{};
       // The tensor amax from the block amaxes (a NaN anywhere: block_amax over the tensor).
@@ -509,7 +516,7 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
       } else {
         global = float_of(*std::max_element(t.bits.begin(), t.bits.end()));
       }
-      float s_enc = std::fmin(scale_max * elem_max / global, FLT_MAX);  // 2688 / amax; fminf drops a NaN
+      float s_enc = std::fmin(scale_max * elem_max / global, FLT_MAX);  // 2688 (1536) / amax; fminf drops a NaN
       if (global == 0.0f || s_enc == 0.0f) s_enc = 1.0f;
       const float s_dec = 1.0f / s_enc;
       q.tensor_scale = bits_of(s_dec);
@@ -518,6 +525,73 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
       q.block_cols = 16;
       Policy sat;
       sat.overflow = Overflow::satfinite;
+      // The element multiplier of a block scale code: step 6 (or 0 for a zero scale under `reference`).
+      auto multiplier = [&](std::uint64_t sc) {
+        if (sc == 0 && o.zero_scale == ZeroScale::reference) return 0.0f;
+        return std::fmin(1.0f / (static_cast<float>(code_value(formats::e4m3, sc)) * s_dec), FLT_MAX);
+      };
+      if (four_six) {
+        // 4over6, after TE's quantize_4over6 kernel (NVIDIA/TransformerEngine
+        // transformer_engine/common/cast/nvfp4/quantize_4over6_kernel.cuh at commit fca9586d, and the
+        // reference quantizer in transformer_engine/pytorch/custom_recipes/quantization_ref_nvfp4.py).
+        // Per block: base = fp32(block_amax / 6) * S_enc; the map-to-6 scale is e4m3(fminf(base, 448)), the
+        // map-to-4 scale e4m3(fminf(base * 1.5, 448)); each candidate converts its elements with its own
+        // step-6 multiplier.  Its error sums, element by element in column order from +0, |d| (or d * d)
+        // with d = fp32(fp32(fp32(e2m1 value * scale) * global_amax) / 1536) - x; a 16x16 block adds its
+        // sixteen row sums as a halving tree (row i + row i+8, then i + i+4, i + i+2, i + i+1).  map-to-4
+        // is kept only when its error is strictly smaller (a tie or a NaN keeps map-to-6).
+        const bool mse = o.variant == Variant::four_over_six_mse;
+        const float denom = elem_max * scale_max;            // 1536
+        const float scale_max_e4m3 = max_of(formats::e4m3);  // the block scale's own bound stays 448
+        std::vector<std::uint64_t> sc4, sc6;
+        std::vector<float> m4, m6;
+        for (int r0 = 0; r0 < R; r0 += br)
+          for (int c0 = 0; c0 < C; c0 += 16) {
+            const int r1 = std::min(R, r0 + br), c1 = std::min(C, c0 + 16);
+            const float ba = amax_of(t, static_cast<std::size_t>(r0 / br) * t.nbc + c0 / 16, r0, r1, c0, c1, false);
+            const float base = ba / elem_max * s_enc;
+            sc4.push_back(to_element(std::fmin(base * 1.5f, scale_max_e4m3), formats::e4m3, sat, 0));
+            sc6.push_back(to_element(std::fmin(base, scale_max_e4m3), formats::e4m3, sat, 0));
+            m4.push_back(multiplier(sc4.back()));
+            m6.push_back(multiplier(sc6.back()));
+          }
+        if (any) {
+          convert_rows(br, 16, t.nbc, m4, false);
+          const auto codes4 = q.codes;
+          convert_rows(br, 16, t.nbc, m6, false);
+          // One row's error over columns [c0, c1) for candidate codes `cd` under block scale code `sc`.
+          auto row_error = [&](const auto& cd, int r, int c0, int c1, std::uint64_t sc) {
+            const float sf = static_cast<float>(code_value(formats::e4m3, sc));
+            float e = 0.0f;
+            for (int c = c0; c < c1; ++c) {
+              const float dq = static_cast<float>(code_value(el, cd[idx(r, c)]));
+              const float d = dq * sf * global / denom - at(r, c);
+              e = e + (mse ? d * d : std::fabs(d));
+            }
+            return e;
+          };
+          auto block_error = [&](const auto& cd, int r0, int c0, int c1, std::uint64_t sc) {
+            if (br == 1) return row_error(cd, r0, c0, c1, sc);
+            float v[16] = {};
+            for (int i = 0; i < 16 && r0 + i < R; ++i) v[i] = row_error(cd, r0 + i, c0, c1, sc);
+            for (int half = 8; half > 0; half /= 2)
+              for (int i = 0; i < half; ++i) v[i] = v[i] + v[i + half];
+            return v[0];
+          };
+          std::size_t b = 0;
+          for (int r0 = 0; r0 < R; r0 += br)
+            for (int c0 = 0; c0 < C; c0 += 16, ++b) {
+              const int r1 = std::min(R, r0 + br), c1 = std::min(C, c0 + 16);
+              const bool pick4 = block_error(codes4, r0, c0, c1, sc4[b]) < block_error(q.codes, r0, c0, c1, sc6[b]);
+              if (!pick4) continue;
+              sc6[b] = sc4[b];
+              for (int r = r0; r < r1; ++r)
+                for (int c = c0; c < c1; ++c) q.codes[idx(r, c)] = codes4[idx(r, c)];
+            }
+        }
+        q.scales = std::move(sc6);
+        break;
+      }
       std::vector<float> mults;
       for (int r0 = 0; r0 < R; r0 += br)
         for (int c0 = 0; c0 < C; c0 += 16) {

@@ -161,11 +161,10 @@ S::Options build_options(const QuantizeOptions& o, std::string& profile_name) {
     else throw InputError("--nonfinite: unknown '" + o.nonfinite + "' (scale-nan, propagate, amax)");
   }
   if (o.variant == "fast-math") so.variant = S::Variant::fast_math;
-  else if (o.variant == "4over6")
-    throw InputError(
-        "--variant: 4over6 is not implemented yet (its per-block rule must first be confirmed against "
-        "Transformer Engine's kernel)");
-  else if (o.variant != "standard") throw InputError("--variant: unknown '" + o.variant + "' (standard, fast-math)");
+  else if (o.variant == "4over6") so.variant = S::Variant::four_over_six;
+  else if (o.variant == "4over6-mse") so.variant = S::Variant::four_over_six_mse;
+  else if (o.variant != "standard")
+    throw InputError("--variant: unknown '" + o.variant + "' (standard, fast-math, 4over6, 4over6-mse)");
   if (o.zero_scale == "reference") so.zero_scale = S::ZeroScale::reference;
   else if (o.zero_scale != "kernel")
     throw InputError("--zero-scale: unknown '" + o.zero_scale + "' (kernel, reference)");
@@ -186,6 +185,9 @@ S::Options build_options(const QuantizeOptions& o, std::string& profile_name) {
   if (!resolved) throw InputError(err);
   so.element = resolved->target;
   so.element_policy = resolved->policy;
+  if ((so.variant == S::Variant::four_over_six || so.variant == S::Variant::four_over_six_mse) &&
+      is_stochastic(so.element_policy.rounding))
+    throw InputError("--rounding: the NVFP4 4over6 variant takes no stochastic rounding");
   return so;
 }
 
@@ -534,7 +536,10 @@ std::map<std::string, std::string> recipe_keys(const QuantizeOptions& o, const S
   if (s == S::Scheme::tensor || s == S::Scheme::channel || s == S::Scheme::token || s == S::Scheme::block)
     m["scale_format"] = scale_format_name(so.scale_format);
   if (s == S::Scheme::nvfp4 || s == S::Scheme::nvfp4_2d) {
-    m["variant"] = so.variant == S::Variant::fast_math ? "fast-math" : "standard";
+    m["variant"] = so.variant == S::Variant::fast_math           ? "fast-math"
+                   : so.variant == S::Variant::four_over_six     ? "4over6"
+                   : so.variant == S::Variant::four_over_six_mse ? "4over6-mse"
+                                                                 : "standard";
     m["zero_scale"] = so.zero_scale == S::ZeroScale::reference ? "reference" : "kernel";
   }
   if (nv && so.hadamard) m["hadamard"] = "true";
@@ -600,7 +605,8 @@ S::Options build_recipe_options(const QuantizeOptions& o, const std::string& pre
                                                             {"--rounding", "rounding"},
                                                             {"--amax-nan", "amax_nan"},
                                                             {"--hadamard", "hadamard"},
-                                                            {"--variant fast-math", "variant"}};
+                                                            {"--variant fast-math", "variant"},
+                                                            {"--variant 4over6", "variant"}};
   std::string profile_name;
   try {
     return build_options(o, profile_name);
@@ -1062,7 +1068,9 @@ void add_quantize(CLI::App& app) {
   q->add_option("--scale-rule", o->scale_rule, "MX scale rule: floor (default), ceil, even, rceil, rne");
   q->add_option("--scale-format", o->scale_format, "f32 (default), pow2, ue8m0-packed");
   q->add_option("--nonfinite", o->nonfinite, "NaN/Inf in an MX block: scale-nan (default), propagate, amax");
-  q->add_option("--variant", o->variant, "NVFP4: standard (default), fast-math");
+  q->add_option("--variant", o->variant,
+                "NVFP4: standard (default), fast-math, 4over6 (per-block map to 4 or 6, least absolute error), "
+                "4over6-mse (least squared error)");
   q->add_option("--zero-scale", o->zero_scale, "NVFP4 zero block scale: kernel (FLT_MAX, default) or reference (0)");
   q->add_option("--profile", o->profile, "Profile for element rounding and scheme defaults (te: rceil, pow2)");
   q->add_option("--rounding", o->rounding, "Element rounding (default rne)");

@@ -28,7 +28,11 @@ enum class NonFinite : std::uint8_t { scale_nan, propagate, amax };
 // NVFP4 with a zero block scale: the kernel's element multiplier is FLT_MAX (TE kernels); TE's C++
 // test reference uses 0 instead.
 enum class ZeroScale : std::uint8_t { kernel, reference };
-enum class Variant : std::uint8_t { standard, fast_math };
+// Two-level NVFP4 variants.  fast_math: the element multiplier is bf16(min(S_enc / scale, bf16 max)).
+// four_over_six / four_over_six_mse: TE's "4over6" (SEMANTICS.md §4): S_enc = 1536 / amax (256 in place of
+// 448), and each block keeps whichever of its map-to-6 and map-to-4 (block scale times 1.5) encodings has
+// the smaller summed dequantization error, absolute (TE's default) or squared; a tie keeps map-to-6.
+enum class Variant : std::uint8_t { standard, fast_math, four_over_six, four_over_six_mse };
 enum class Direction : std::uint8_t { row, col, both };
 
 struct Options {
