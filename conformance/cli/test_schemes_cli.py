@@ -319,6 +319,22 @@ def test_gemm_block_scaled_exact_and_model():
     assert gemm("blackwell-mxf4nvf4", obj) == {"d": ["0x467c0000"]}
 
 
+def test_gemm_cublaslt_scales_and_quantized_output():
+    # D = scale_d * (alpha * scale_a * scale_b * AB + beta * scale_c * C): AB = 2^-6 (the cancellation case),
+    # scale_a = 4, scale_b = 8 (0x41000000), C = 1 with scale_c = 0.25 (0x3e800000): 2^-1 + 0.25 = 0.75.
+    obj = {**CANCEL, "c": ["0x3f800000"], "scale_a": "0x40800000", "scale_b": "0x41000000", "scale_c": "0x3e800000"}
+    assert gemm("exact", obj) == {"d": ["0x3f400000"]}
+    # Quantized to e4m3 with scale_d = 448 (0x43e00000): 0.75 * 448 = 336, midway between 320 (0x7a) and 352
+    # (0x7b); rne gives the even code 0x7a.  amax_d is taken before scale_d: 0.75 = 0x3f400000.
+    q = gemm("exact", {**obj, "scale_d": "0x43e00000", "d_format": "e4m3"}, "--amax")
+    assert q == {"d": ["0x7a"], "amax_d": "0x3f400000"}
+    # 1000 * 0.75 = 750 saturates to 448 (0x7e) under the quantized output's satfinite.
+    q = gemm("f32-sequential", {**obj, "scale_d": "0x447a0000", "d_format": "e4m3"})
+    assert q == {"d": ["0x7e"]}
+    fails(["gemm", "--model", "exact", "--a", "-", "--out", "-"], json.dumps({**CANCEL, "scale_d": "0x40000000"}),
+          "scale_d")
+
+
 def test_gemm_list_models():
     rc, out, err = run(["gemm", "--list-models"])
     names = [line.split("\t")[0] for line in out.splitlines()]
