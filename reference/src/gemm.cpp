@@ -269,6 +269,21 @@ std::vector<double> integer_gemm(int m, int n, int k, const std::vector<double>&
 
 // ---- exact -------------------------------------------------------------------------------------------
 
+namespace {
+
+// The end of every exact dot product: C (an f32 value) joins the sum, special values decide the result
+// when there are any, and the exact sum is rounded once; an exact zero sum is +0 (SEMANTICS.md §5).
+std::uint64_t finish_exact(Wide& acc, Specials& sp, const Unpacked& uc, const Format& out, const Policy& p) {
+  sp.value(uc);
+  if (sp.any()) return sp.code(out);
+  if (uc.cls == ValueClass::finite) acc.add(uc.significand, uc.exponent, uc.negative);
+  Unpacked u = acc.unpacked();
+  u.negative = u.negative && u.cls != ValueClass::zero;
+  return round_to(out, u, p).code;
+}
+
+}  // namespace
+
 std::uint64_t exact_dot(const Format& fa, std::span<const std::uint64_t> a, const Format& fb,
                         std::span<const std::uint64_t> b, std::uint32_t c, const Format& out, const Policy& p) {
   Wide acc;
@@ -279,12 +294,7 @@ std::uint64_t exact_dot(const Format& fa, std::span<const std::uint64_t> a, cons
     add_product(acc, x, y);
   }
   const Unpacked uc = unpack(formats::f32, c);
-  sp.value(uc);
-  if (sp.any()) return sp.code(out);
-  if (uc.cls == ValueClass::finite) acc.add(uc.significand, uc.exponent, uc.negative);
-  Unpacked u = acc.unpacked();
-  u.negative = u.negative && u.cls != ValueClass::zero;  // an exact zero sum is +0 (SEMANTICS.md §5)
-  return round_to(out, u, p).code;
+  return finish_exact(acc, sp, uc, out, p);
 }
 
 std::vector<std::uint64_t> exact(const Matrix& a, const Matrix& b, const Matrix* c, const ExactOptions& o) {
@@ -355,15 +365,7 @@ std::vector<std::uint64_t> exact(const Matrix& a, const Matrix& b, const Matrix*
       std::uint64_t& out_code = d[static_cast<std::size_t>(i) * n + j];
       if (plain) {
         const Unpacked uc = c ? unpack(formats::f32, c->at(i, j)) : Unpacked{};
-        sp.value(uc);
-        if (sp.any()) {
-          out_code = sp.code(out);
-          continue;
-        }
-        if (uc.cls == ValueClass::finite) acc.add(uc.significand, uc.exponent, uc.negative);
-        Unpacked u = acc.unpacked();
-        if (u.cls == ValueClass::zero) u.negative = false;
-        out_code = round_to(out, u, o.policy).code;
+        out_code = finish_exact(acc, sp, uc, out, o.policy);
         continue;
       }
       // alpha * sum + beta * c, exactly, through rationals.  alpha and beta are finite (checked above).
@@ -450,16 +452,7 @@ std::vector<std::uint64_t> exact_block_scaled(const Matrix& a, const Matrix& b, 
                 x.exponent + y.exponent + s0.exponent + s1.exponent, neg);
       }
       const Unpacked uc = c ? unpack(formats::f32, c->at(i, j)) : Unpacked{};
-      sp.value(uc);
-      std::uint64_t& o = d[static_cast<std::size_t>(i) * n + j];
-      if (sp.any()) {
-        o = sp.code(out);
-        continue;
-      }
-      if (uc.cls == ValueClass::finite) acc.add(uc.significand, uc.exponent, uc.negative);
-      Unpacked u = acc.unpacked();
-      u.negative = u.negative && u.cls != ValueClass::zero;
-      o = round_to(out, u, p).code;
+      d[static_cast<std::size_t>(i) * n + j] = finish_exact(acc, sp, uc, out, p);
     }
   return d;
 }
