@@ -15,7 +15,8 @@ namespace {
 
 namespace S = lowbit::scale;
 namespace F = lowbit::formats;
-using Codes = std::vector<std::uint64_t>;
+using Codes = std::vector<std::uint8_t>;    // Quantized::codes
+using Scales = std::vector<std::uint64_t>;  // Quantized::scales
 
 S::Tensor row(std::vector<float> v) {
   const int n = static_cast<int>(v.size());
@@ -33,7 +34,7 @@ TEST(Mx, MicroxcalingBlockNearestVersusEven) {
   o.element_policy.rounding = lowbit::Rounding::rna;
   const auto x = row({485, 475, 400, -485, -475, -450, 0x1p-6f, -0x1p-6f});
   auto q = S::quantize(x, o);
-  EXPECT_EQ(q.scales, Codes{0x7F});
+  EXPECT_EQ(q.scales, Scales{0x7F});
   EXPECT_EQ(q.codes, (Codes{0x7E, 0x7E, 0x7D, 0xFE, 0xFE, 0xFE, 0x08, 0x88}));
   o.element_policy.rounding = lowbit::Rounding::rne;
   q = S::quantize(x, o);
@@ -47,11 +48,11 @@ TEST(Mx, FloorClipsRceilDoesNot) {
   o.scheme = S::Scheme::mx;
   const auto x = row({500, 1});
   auto q = S::quantize(x, o);
-  EXPECT_EQ(q.scales, Codes{0x7F});
+  EXPECT_EQ(q.scales, Scales{0x7F});
   EXPECT_EQ(q.codes[0], 0x7Eu);
   o.mx_rule = S::MxRule::rceil;
   q = S::quantize(x, o);
-  EXPECT_EQ(q.scales, Codes{0x80});
+  EXPECT_EQ(q.scales, Scales{0x80});
   EXPECT_EQ(q.codes[0], 0x78u);
   EXPECT_EQ(q.codes[1], 0x30u);  // 1 / 2 = 0.5 = 0x30
 }
@@ -88,11 +89,11 @@ TEST(Mx, NonFiniteInBlock) {
   o.scheme = S::Scheme::mx;
   const auto x = row({1, NAN});
   auto q = S::quantize(x, o);
-  EXPECT_EQ(q.scales, Codes{0xFF});
+  EXPECT_EQ(q.scales, Scales{0xFF});
   EXPECT_EQ(q.codes, (Codes{0x7F, 0x7F}));
   o.nonfinite = S::NonFinite::propagate;
   q = S::quantize(x, o);
-  EXPECT_EQ(q.scales, Codes{0x77});              // floor(log2 1) - 8 = -8: code 127 - 8
+  EXPECT_EQ(q.scales, Scales{0x77});              // floor(log2 1) - 8 = -8: code 127 - 8
   EXPECT_EQ(q.codes, (Codes{0x78, 0x7F}));      // 1 / 2^-8 = 256 = 0x78; NaN keeps its own code
 }
 
@@ -105,11 +106,11 @@ TEST(Tensor, TeScaleFromAmax) {
   o.scheme = S::Scheme::tensor;
   auto q = S::quantize(row({1, -2, 0.5f}), o);
   EXPECT_EQ(q.codes, (Codes{0x76, 0xFE, 0x6E}));
-  EXPECT_EQ(q.scales, Codes{0x3B924925u});
+  EXPECT_EQ(q.scales, Scales{0x3B924925u});
   o.scale_format = S::ScaleFormat::pow2;
   q = S::quantize(row({1, -2, 0.5f}), o);
   EXPECT_EQ(q.codes, (Codes{0x70, 0xF8, 0x68}));
-  EXPECT_EQ(q.scales, Codes{0x3C000000u});
+  EXPECT_EQ(q.scales, Scales{0x3C000000u});
   // amax 0 and amax Inf both give the scale 1.
   EXPECT_EQ(S::scale_from_amax(0, 448, 0, false, 3.4e38f), 1.0f);
   EXPECT_EQ(S::scale_from_amax(INFINITY, 448, 0, false, 3.4e38f), 1.0f);
@@ -145,12 +146,12 @@ TEST(Nvfp4, AllOnesAndAllZeros) {
   S::Options o;
   o.scheme = S::Scheme::nvfp4;
   auto q = S::quantize(row(std::vector<float>(16, 1.0f)), o);
-  EXPECT_EQ(q.scales, Codes{0x7E});
+  EXPECT_EQ(q.scales, Scales{0x7E});
   EXPECT_EQ(q.codes, Codes(16, 0x7));
   ASSERT_TRUE(q.tensor_scale.has_value());
   EXPECT_EQ(*q.tensor_scale, 0x39C30C31u);
   q = S::quantize(row(std::vector<float>(16, 0.0f)), o);
-  EXPECT_EQ(q.scales, Codes{0x00});
+  EXPECT_EQ(q.scales, Scales{0x00});
   EXPECT_EQ(q.codes, Codes(16, 0x0));
   EXPECT_EQ(*q.tensor_scale, 0x3F800000u);
 }
@@ -273,7 +274,7 @@ TEST(Block, Ue8m0Packed) {
   o.scheme = S::Scheme::block;
   o.scale_format = S::ScaleFormat::ue8m0_packed;
   const auto q = S::quantize(row(v), o);
-  EXPECT_EQ(q.scales, (Codes{127, 128, 128, 118}));
+  EXPECT_EQ(q.scales, (Scales{127, 128, 128, 118}));
   EXPECT_EQ(q.packed_scales, (std::vector<std::uint32_t>{0x7680807Fu}));
 }
 

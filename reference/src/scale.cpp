@@ -4,7 +4,6 @@
 #include <bit>
 #include <cfloat>
 #include <cmath>
-#include <cstring>
 #include <stdexcept>
 
 #include "lowbit/batch.hpp"
@@ -83,33 +82,11 @@ struct BlockIter {
 // a row buffer and converts the buffer with convert_batch, which equals the scalar conversion bit for bit
 // for every policy (batch.hpp), stochastic rounding included with the element's random value.
 
-// Element codes of v[0..n) through convert_batch, widened into `out`.
+// Element codes of v[0..n) through convert_batch, one byte each (normalize admits elements of at most
+// 8 bits, whose batch codes are single bytes), straight into `out`.
 void to_elements(const float* v, std::size_t n, const Format& el, const Policy& p, const std::uint32_t* r,
-                 std::uint64_t* out, std::vector<std::uint8_t>& scratch) {
-  const std::size_t bytes = batch_code_bytes(el);
-  scratch.resize(n * bytes);
-  convert_batch(formats::f32, v, n, el, p, scratch.data(), nullptr, nullptr, r);
-  const std::uint8_t* b = scratch.data();
-  switch (bytes) {
-    case 1:
-      for (std::size_t i = 0; i < n; ++i) out[i] = b[i];
-      break;
-    case 2:
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint16_t c;
-        std::memcpy(&c, b + 2 * i, 2);
-        out[i] = c;
-      }
-      break;
-    case 4:
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint32_t c;
-        std::memcpy(&c, b + 4 * i, 4);
-        out[i] = c;
-      }
-      break;
-    default: std::memcpy(out, b, n * 8); break;
-  }
+                 std::uint8_t* out) {
+  convert_batch(formats::f32, v, n, el, p, out, nullptr, nullptr, r);
 }
 
 // Block amaxes in one pass over the rows.  |x| as a bit pattern, with NaN (and, when finite_only,
@@ -253,6 +230,8 @@ std::string normalize(Options& o) {
       return std::string("--element: MX elements are e4m3, e5m2, e2m3, e3m2, e2m1 or int8, not ") + e->name;
     if (o.block == 0) o.block = 32;
   }
+  if (o.element->storage_bits() > 8)
+    return std::string("--element: scheme elements are at most 8 bits, not ") + o.element->name;
   if (o.scheme == Scheme::block && o.block == 0) o.block = 128;
   if (nv) {
     if (o.block == 0) o.block = 16;
@@ -330,11 +309,9 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
   const bool any = R > 0 && C > 0;
   const std::uint32_t* rptr = rbits ? rbits->data() : nullptr;
   std::vector<float> buf(static_cast<std::size_t>(C));
-  std::vector<std::uint8_t> scratch;
   // Row r's elements into codes through the batch path.
   auto convert_row = [&](int r) {
-    to_elements(buf.data(), static_cast<std::size_t>(C), el, p, rptr ? rptr + idx(r, 0) : nullptr, &q.codes[idx(r, 0)],
-                scratch);
+    to_elements(buf.data(), static_cast<std::size_t>(C), el, p, rptr ? rptr + idx(r, 0) : nullptr, &q.codes[idx(r, 0)]);
   };
   // Every element times (or, with `divide`, over) its block's factor f[(r / br) * nbc + c / bc], then
   // into codes: the fp32 operation each scheme specifies, then the element conversion.  A NaN factor
@@ -491,11 +468,11 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
         convert_row(r);
         for (int c0 = 0, blk = 0; c0 < C; c0 += o.block, ++blk) {
           if (q.scales[first + static_cast<std::size_t>(blk)] != 0xFF) continue;
-          for (int c = c0; c < std::min(C, c0 + o.block); ++c) q.codes[idx(r, c)] = round_to(el, nan_in, p, rb(idx(r, c))).code;
+          for (int c = c0; c < std::min(C, c0 + o.block); ++c) q.codes[idx(r, c)] = static_cast<std::uint8_t>(round_to(el, nan_in, p, rb(idx(r, c))).code);
         }
         for (int c : fix) {
           const int se = static_cast<int>(q.scales[first + static_cast<std::size_t>(c / o.block)]) - 127;
-          q.codes[idx(r, c)] = to_element_scaled(at(r, c), se, el, p, rb(idx(r, c)));
+          q.codes[idx(r, c)] = static_cast<std::uint8_t>(to_element_scaled(at(r, c), se, el, p, rb(idx(r, c))));
         }
       }
       break;

@@ -80,8 +80,8 @@ io::FileError key_error(const std::string& path, const std::string& key, const s
   return io::FileError(path, "key \"" + key + "\"", why);
 }
 
-// The stored codes of W.data as one value per element (row-major), checked against W's shape.
-std::vector<std::uint64_t> actual_codes(const io::Safetensors& b, const std::string& key, const S::Quantized& q,
+// The stored codes of W.data, one byte per element (row-major), checked against W's shape.
+std::vector<std::uint8_t> actual_codes(const io::Safetensors& b, const std::string& key, const S::Quantized& q,
                                         const std::vector<std::uint64_t>& shape, Packing packing) {
   const io::Tensor& t = b.tensor(key);
   const Format& el = *q.element;
@@ -99,9 +99,8 @@ std::vector<std::uint64_t> actual_codes(const io::Safetensors& b, const std::str
                     "shape " + shape_text(t.shape) + ", but the source tensor's shape " + shape_text(shape) +
                         (packing == Packing::none ? "" : std::string(" packed ") + name(packing)) + " needs " +
                         shape_text(want));
-  const std::vector<std::uint8_t> u = pack::unpack_rows(
-      packing_bits(packing), t.bytes, static_cast<std::size_t>(q.rows), static_cast<std::size_t>(q.cols));
-  return {u.begin(), u.end()};
+  return pack::unpack_rows(packing_bits(packing), t.bytes, static_cast<std::size_t>(q.rows),
+                           static_cast<std::size_t>(q.cols));
 }
 
 // The stored scales of W.block_scales in block order; `padding` receives the non-zero padding bytes of
@@ -202,7 +201,7 @@ TensorReport verify_one(const io::Safetensors& a, const io::Safetensors& b, cons
                std::to_string(q.block_cols) + ", layout " + name(*layout) + ", packing " + name(*packing);
 
   // The stored form.
-  const std::vector<std::uint64_t> codes = actual_codes(b, prefix + "data", q, src.shape, *packing);
+  const std::vector<std::uint8_t> codes = actual_codes(b, prefix + "data", q, src.shape, *packing);
   const std::vector<std::uint64_t> scales = actual_scales(b, prefix + "block_scales", q, *layout, rep.notes);
   if (q.tensor_scale) {
     const io::Tensor& t = b.tensor(prefix + "tensor_scale");

@@ -69,9 +69,10 @@ std::vector<float> read_values(const std::string& text, const Format& in_format)
   return v;
 }
 
-json hex_list(const std::vector<std::uint64_t>& v, const Format& f) {
+template <class Code>
+json hex_list(const std::vector<Code>& v, const Format& f) {
   json a = json::array();
-  for (std::uint64_t c : v) a.push_back(hex(f, c));
+  for (Code c : v) a.push_back(hex(f, c));
   return a;
 }
 
@@ -256,7 +257,7 @@ void run_quantize_text(const QuantizeOptions& o) {
   if (!want_row && !want_col) throw InputError("--direction: row, col or both");
 
   auto emit = [&](const S::Quantized& q, const std::string& prefix, bool transposed_back) {
-    std::vector<std::uint64_t> codes = q.codes;
+    std::vector<std::uint8_t> codes = q.codes;
     if (transposed_back) {  // back to the original row-major order
       codes.assign(q.codes.size(), 0);
       for (int i = 0; i < q.rows; ++i)
@@ -320,6 +321,8 @@ void run_dequantize_text(const DequantizeOptions& o) {
   q.scheme = *sc;
   q.element = find_format(need("element").get<std::string>());
   if (!q.element) throw InputError("--in: unknown element format");
+  if (q.element->storage_bits() > 8)
+    throw InputError(std::string("--in: \"element\" must be a format of at most 8 bits, not ") + q.element->name);
   const json& shape = need("shape");
   if (!shape.is_array() || shape.empty() || shape.size() > 2) throw InputError("--in: \"shape\" must be [N] or [R, C]");
   q.rows = shape.size() == 2 ? shape[0].get<int>() : 1;
@@ -341,7 +344,8 @@ void run_dequantize_text(const DequantizeOptions& o) {
         parse_hex_field(s, "--in: scales[" + std::to_string(idx++) + "]", q.scale_format->storage_bits()));
   idx = 0;
   for (const json& c : need("codes"))
-    q.codes.push_back(parse_hex_field(c, "--in: codes[" + std::to_string(idx++) + "]", q.element->storage_bits()));
+    q.codes.push_back(static_cast<std::uint8_t>(
+        parse_hex_field(c, "--in: codes[" + std::to_string(idx++) + "]", q.element->storage_bits())));
   if (q.codes.size() != static_cast<std::size_t>(q.rows) * static_cast<std::size_t>(q.cols))
     throw InputError("--in: " + std::to_string(q.codes.size()) + " codes for shape " + std::to_string(q.rows) + "x" +
                      std::to_string(q.cols));
@@ -349,7 +353,7 @@ void run_dequantize_text(const DequantizeOptions& o) {
     throw InputError("--in: " + std::to_string(q.scales.size()) + " scales, expected " +
                      std::to_string(q.scale_rows() * q.scale_cols()));
   if (transposed) {  // codes were written in the original order; quantization ran on the transpose
-    std::vector<std::uint64_t> t(q.codes.size());
+    std::vector<std::uint8_t> t(q.codes.size());
     for (int i = 0; i < q.cols; ++i)
       for (int jj = 0; jj < q.rows; ++jj)
         t[static_cast<std::size_t>(jj) * q.cols + i] = q.codes[static_cast<std::size_t>(i) * q.rows + jj];
@@ -463,13 +467,6 @@ void require_row_direction(const QuantizeOptions& o, const char* mode) {
   if (o.axis == 0) throw InputError(std::string("--axis: ") + mode + " quantizes along the last axis (0 is text mode)");
   if (o.axis != -1 && o.axis != 1) throw InputError("--axis: 0 or 1");
   if (!o.shape.empty()) throw InputError(std::string("--shape: ") + mode + " takes the shape from the input file");
-}
-
-// Stored codes are one byte each (or packed): elements of at most 8 bits.
-void check_code_width(const S::Quantized& q) {
-  if (q.element->bits > 8)
-    throw InputError(std::string("--element: files and checkpoints store codes of at most 8 bits, not ") +
-                     q.element->name);
 }
 
 bool plain_file_name(const std::string& s) {
@@ -622,9 +619,8 @@ S::Options build_recipe_options(const QuantizeOptions& o, const std::string& pre
 }
 
 std::vector<std::uint8_t> store_codes(const S::Quantized& q, Packing p) {
-  std::vector<std::uint8_t> codes(q.codes.begin(), q.codes.end());  // every element here is <= 8 bits
-  if (p == Packing::none) return codes;
-  return pack::pack_rows(packing_bits(p), codes, static_cast<std::size_t>(q.rows), static_cast<std::size_t>(q.cols));
+  if (p == Packing::none) return q.codes;
+  return pack::pack_rows(packing_bits(p), q.codes, static_cast<std::size_t>(q.rows), static_cast<std::size_t>(q.cols));
 }
 
 io::Tensor store_scales(const S::Quantized& q, ScaleLayout layout) {
@@ -781,7 +777,6 @@ void run_quantize_files(const QuantizeOptions& o) {
   S::DelayedState st = read_state(o.state);
   const S::Quantized q = S::quantize(x, so, rbits.empty() ? nullptr : &rbits, &st);
   check_layout(q, *layout, "--scale-layout");
-  check_code_width(q);
 
   std::vector<OutFile> files;
   const io::Tensor codes =
@@ -862,7 +857,6 @@ void run_quantize_checkpoint(const QuantizeOptions& o) {
       throw io::FileError(o.in, "key \"" + w + "\"", "shape " + shape_text(t.shape) + " cannot be quantized");
     const S::Quantized q = S::quantize(S::Tensor{dims->first, dims->second, *values}, so);
     check_layout(q, *layout, "--scale-layout");
-    check_code_width(q);
     for (const char* suffix : {".data", ".block_scales", ".tensor_scale"})
       if (src.contains(w + suffix)) throw io::FileError(o.in, "key \"" + w + suffix + "\"", "already present");
     out_tensors[w + ".data"] =

@@ -71,7 +71,7 @@ struct Quantized {
   const Format* element = nullptr;
   int rows = 0, cols = 0;
   int block_rows = 1, block_cols = 1;         // the block shape behind each scale
-  std::vector<std::uint64_t> codes;           // one per element, row-major, unpacked
+  std::vector<std::uint8_t> codes;            // one byte per element (elements are at most 8 bits), row-major
   const Format* scale_format = nullptr;       // f32, e8m0 (MX, ue8m0-packed) or e4m3 (NVFP4)
   std::vector<std::uint64_t> scales;          // decode scales in block order (row-major over blocks)
   std::optional<std::uint32_t> tensor_scale;  // NVFP4 S_dec (f32 bits)
@@ -81,7 +81,7 @@ struct Quantized {
 };
 
 // Fill in the scheme's defaults (element, block shape) and reject incompatible options with a message
-// naming the option.  Returns the error, or an empty string.
+// naming the option (an element wider than 8 bits among them).  Returns the error, or an empty string.
 std::string normalize(Options& o);
 
 // Quantize rowwise (blocks along each row).  `rbits` supplies one random value per element (row-major)
