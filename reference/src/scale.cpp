@@ -1,6 +1,7 @@
 #include "lowbit/scale.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cfloat>
 #include <cmath>
@@ -100,6 +101,129 @@ struct BlockAmaxes {
   float value(std::size_t b) const { return float_of(bits[b]); }
 };
 
+// The row kernels below are built for AVX-512, AVX2 and the baseline (the loader picks one for the CPU);
+// they are integer maxima, fp32 multiplications and divisions, each the same operation on every build.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define LOWBIT_SCALE_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
+#endif
+#endif
+#ifndef LOWBIT_SCALE_CLONES
+#define LOWBIT_SCALE_CLONES
+#endif
+
+// One row of n values cut into blocks of bc: each block's largest |x| pattern at most `limit`
+// (larger ones, NaN and perhaps infinities, read as +0) merged into m[blk] by maximum, and the block's
+// NaN (pattern above 0x7F800000) and non-finite flags or-ed into nan[blk] and nonfinite[blk].
+// |x| patterns fit 31 bits: signed maxima.
+template <int BC>
+[[gnu::always_inline]] inline void row_blocks_fixed(const float* v, int n, std::int32_t lim, std::uint32_t* m,
+                                                    std::uint8_t* nan, std::uint8_t* nonfinite) {
+  int c0 = 0, blk = 0;
+  for (; c0 + BC <= n; c0 += BC, ++blk) {
+    std::int32_t mm = 0, top = 0;
+    for (int c = 0; c < BC; ++c) {
+      const auto b = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(v[c0 + c]) & 0x7FFFFFFFu);
+      top = std::max(top, b);
+      mm = std::max(mm, b > lim ? 0 : b);
+    }
+    m[blk] = std::max(m[blk], static_cast<std::uint32_t>(mm));
+    nan[blk] |= top > 0x7F800000;
+    nonfinite[blk] |= top >= 0x7F800000;
+  }
+  if (c0 < n) {
+    std::int32_t mm = 0, top = 0;
+    for (int c = c0; c < n; ++c) {
+      const auto b = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(v[c]) & 0x7FFFFFFFu);
+      top = std::max(top, b);
+      mm = std::max(mm, b > lim ? 0 : b);
+    }
+    m[blk] = std::max(m[blk], static_cast<std::uint32_t>(mm));
+    nan[blk] |= top > 0x7F800000;
+    nonfinite[blk] |= top >= 0x7F800000;
+  }
+}
+
+LOWBIT_SCALE_CLONES void row_blocks(const float* v, int n, int bc, std::int32_t lim, std::uint32_t* m,
+                                    std::uint8_t* nan, std::uint8_t* nonfinite) {
+  if (bc == 16) return row_blocks_fixed<16>(v, n, lim, m, nan, nonfinite);
+  if (bc == 32) return row_blocks_fixed<32>(v, n, lim, m, nan, nonfinite);
+  if (bc == 128) return row_blocks_fixed<128>(v, n, lim, m, nan, nonfinite);
+  for (int c0 = 0, blk = 0; c0 < n; c0 += bc, ++blk) {
+    const int c1 = std::min(n, c0 + bc);
+    std::int32_t mm = 0, top = 0;
+    for (int c = c0; c < c1; ++c) {
+      const auto b = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(v[c]) & 0x7FFFFFFFu);
+      top = std::max(top, b);
+      mm = std::max(mm, b > lim ? 0 : b);
+    }
+    m[blk] = std::max(m[blk], static_cast<std::uint32_t>(mm));
+    nan[blk] |= top > 0x7F800000;
+    nonfinite[blk] |= top >= 0x7F800000;
+  }
+}
+
+// One block per column: column c's pattern maximum into m[c], its NaN and non-finite flags or-ed into
+// nan[c] and nonfinite[c] (32-bit accumulators, narrowed once per row of blocks).
+LOWBIT_SCALE_CLONES void row_columns(const float* v, int n, std::uint32_t lim, std::uint32_t* m, std::uint32_t* nan,
+                                     std::uint32_t* nonfinite) {
+  for (int c = 0; c < n; ++c) {
+    const std::uint32_t b = std::bit_cast<std::uint32_t>(v[c]) & 0x7FFFFFFFu;
+    nan[c] |= b > 0x7F800000u;
+    nonfinite[c] |= b >= 0x7F800000u;
+    m[c] = std::max(m[c], b > lim ? 0u : b);
+  }
+}
+
+// out[c] = v[c] * f[c / bc], or v[c] / f[c / bc] with `divide` (row_multiply; mul_fixed: bc = BC).
+template <int BC>
+[[gnu::always_inline]] inline void mul_fixed(const float* v, int n, const float* f, float* out) {
+  int c0 = 0, blk = 0;
+  for (; c0 + BC <= n; c0 += BC, ++blk) {
+    const float m = f[blk];
+    for (int c = 0; c < BC; ++c) out[c0 + c] = v[c0 + c] * m;
+  }
+  for (int c = c0; c < n; ++c) out[c] = v[c] * f[blk];
+}
+
+LOWBIT_SCALE_CLONES void row_multiply(const float* v, int n, int bc, const float* f, bool divide, float* out) {
+  if (!divide) {
+    if (bc == 16) return mul_fixed<16>(v, n, f, out);
+    if (bc == 32) return mul_fixed<32>(v, n, f, out);
+    if (bc >= n) {
+      const float m = f[0];
+      for (int c = 0; c < n; ++c) out[c] = v[c] * m;
+      return;
+    }
+  }
+  for (int c0 = 0, blk = 0; c0 < n; c0 += bc, ++blk) {
+    const float m = f[blk];
+    const int c1 = std::min(n, c0 + bc);
+    if (divide)
+      for (int c = c0; c < c1; ++c) out[c] = v[c] / m;
+    else
+      for (int c = c0; c < c1; ++c) out[c] = v[c] * m;
+  }
+}
+
+// out[c] = v[c] * f[c] (one block per column).
+LOWBIT_SCALE_CLONES void row_multiply_columns(const float* v, int n, const float* f, float* out) {
+  for (int c = 0; c < n; ++c) out[c] = v[c] * f[c];
+}
+
+// Does any element of the row need the MX scalar fix-up: a NaN input, or a nonzero finite input whose
+// product y is not a normal f32 number?
+LOWBIT_SCALE_CLONES bool mx_row_special(const float* v, const float* y, int n) {
+  std::uint32_t any = 0;
+  for (int c = 0; c < n; ++c) {
+    const std::uint32_t bv = std::bit_cast<std::uint32_t>(v[c]) & 0x7FFFFFFFu;
+    const std::uint32_t by = std::bit_cast<std::uint32_t>(y[c]) & 0x7FFFFFFFu;
+    const bool normal = by >= 0x00800000u && by < 0x7F800000u;
+    any |= static_cast<std::uint32_t>(bv > 0x7F800000u || (bv != 0 && bv != 0x7F800000u && !normal));
+  }
+  return any != 0;
+}
+
 BlockAmaxes block_amaxes(const Tensor& x, int br, int bc, bool finite_only) {
   BlockAmaxes a;
   a.nbr = (x.rows + br - 1) / br;
@@ -109,44 +233,50 @@ BlockAmaxes block_amaxes(const Tensor& x, int br, int bc, bool finite_only) {
   a.nan.assign(blocks, 0);
   a.nonfinite.assign(blocks, 0);
   const std::uint32_t limit = finite_only ? 0x7F7FFFFFu : 0x7F800000u;
-  std::vector<std::uint32_t> row_nan(bc == 1 ? static_cast<std::size_t>(x.cols) : 0),
-      row_nonfinite(row_nan.size());
+  const std::size_t cols = static_cast<std::size_t>(x.cols);
+  std::vector<std::uint32_t> acc_nan(bc == 1 ? cols : 0), acc_nonfinite(acc_nan.size());
   for (int r = 0; r < x.rows; ++r) {
-    const float* v = &x.data[static_cast<std::size_t>(r) * x.cols];
+    const float* v = &x.data[static_cast<std::size_t>(r) * cols];
     const std::size_t base = static_cast<std::size_t>(r / br) * static_cast<std::size_t>(a.nbc);
     if (bc == 1) {  // one block per column: the row updates a whole row of blocks
-      std::uint32_t* m = &a.bits[base];
-      for (int c = 0; c < x.cols; ++c) {
-        const std::uint32_t b = bits_of(v[c]) & 0x7FFFFFFFu;
-        row_nan[static_cast<std::size_t>(c)] = b > 0x7F800000u;
-        row_nonfinite[static_cast<std::size_t>(c)] = b >= 0x7F800000u;
-        const std::uint32_t k = b > limit ? 0 : b;
-        m[c] = std::max(m[c], k);
-      }
-      for (int c = 0; c < x.cols; ++c) {
-        a.nan[base + static_cast<std::size_t>(c)] |= static_cast<std::uint8_t>(row_nan[static_cast<std::size_t>(c)]);
-        a.nonfinite[base + static_cast<std::size_t>(c)] |=
-            static_cast<std::uint8_t>(row_nonfinite[static_cast<std::size_t>(c)]);
+      row_columns(v, x.cols, limit, &a.bits[base], acc_nan.data(), acc_nonfinite.data());
+      if ((r + 1) % br == 0 || r + 1 == x.rows) {
+        for (std::size_t c = 0; c < cols; ++c) {
+          a.nan[base + c] = static_cast<std::uint8_t>(acc_nan[c] != 0);
+          a.nonfinite[base + c] = static_cast<std::uint8_t>(acc_nonfinite[c] != 0);
+        }
+        std::fill(acc_nan.begin(), acc_nan.end(), 0u);
+        std::fill(acc_nonfinite.begin(), acc_nonfinite.end(), 0u);
       }
       continue;
     }
-    for (int c0 = 0, blk = 0; c0 < x.cols; c0 += bc, ++blk) {
-      const int c1 = std::min(x.cols, c0 + bc);
-      // |x| patterns fit 31 bits: signed maxima (vectorised on every x86 level).
-      std::int32_t m = 0, top = 0;
-      const auto lim = static_cast<std::int32_t>(limit);
-      for (int c = c0; c < c1; ++c) {
-        const auto b = static_cast<std::int32_t>(bits_of(v[c]) & 0x7FFFFFFFu);
-        top = std::max(top, b);
-        m = std::max(m, b > lim ? 0 : b);
-      }
-      const std::size_t i = base + static_cast<std::size_t>(blk);
-      a.bits[i] = std::max(a.bits[i], static_cast<std::uint32_t>(m));
-      a.nan[i] |= top > 0x7F800000;
-      a.nonfinite[i] |= top >= 0x7F800000;
-    }
+    row_blocks(v, x.cols, bc, static_cast<std::int32_t>(limit), &a.bits[base], &a.nan[base], &a.nonfinite[base]);
   }
   return a;
+}
+
+// Row r's block amaxes alone (blocks of bc along it), into a (reused): row r's entries of
+// block_amaxes(x, 1, bc, finite_only).
+void row_amaxes(const Tensor& x, int r, int bc, bool finite_only, BlockAmaxes& a) {
+  a.nbr = 1;
+  a.nbc = (x.cols + bc - 1) / bc;
+  const std::size_t n = static_cast<std::size_t>(a.nbc);
+  a.bits.assign(n, 0);
+  a.nan.assign(n, 0);
+  a.nonfinite.assign(n, 0);
+  const std::uint32_t limit = finite_only ? 0x7F7FFFFFu : 0x7F800000u;
+  row_blocks(&x.data[static_cast<std::size_t>(r) * static_cast<std::size_t>(x.cols)], x.cols, bc,
+             static_cast<std::int32_t>(limit), a.bits.data(), a.nan.data(), a.nonfinite.data());
+}
+
+// The decoded value of every e4m3 code, as an f32 (each is exact there).
+const std::array<float, 256>& e4m3_values() {
+  static const std::array<float, 256> t = [] {
+    std::array<float, 256> v{};
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(code_value(formats::e4m3, i));
+    return v;
+  }();
+  return t;
 }
 }  // namespace
 
@@ -173,11 +303,13 @@ float scale_from_amax(float amax_in, float fp8_max, float eps, bool pow2, float 
   return s;
 }
 
-std::uint64_t mx_scale(float a, const Format& element, MxRule rule) {
+namespace {
+
+// mx_scale with the element's emax, largest value and mantissa width given (hoisted out of the block loop).
+std::uint64_t mx_scale_of(float a, int emax, float elem_max, int mantissa_bits, MxRule rule) {
   if (std::isnan(a)) return 0xFF;
-  const int emax = emax_elem(element);
   if (rule == MxRule::rceil || rule == MxRule::rne) {
-    const float descale = a * (1.0f / max_of(element));
+    const float descale = a * (1.0f / elem_max);
     Policy p;
     p.rounding = rule == MxRule::rceil ? Rounding::rup : Rounding::rne;
     p.overflow = Overflow::satfinite;
@@ -188,13 +320,19 @@ std::uint64_t mx_scale(float a, const Format& element, MxRule rule) {
   std::uint32_t b = bits_of(a);
   if (rule == MxRule::even) {
     // torchao EVEN: add half an ulp at the element's mantissa width, then keep sign and exponent.
-    b = (b + (1u << (23 - element.mantissa_bits - 1))) & 0xFF800000u;
+    b = (b + (1u << (23 - mantissa_bits - 1))) & 0xFF800000u;
   }
   int pow2 = static_cast<int>((b >> 23) & 0xFF) - 127;  // an f32 subnormal amax reads as 2^-127
   if (rule == MxRule::ceil && (b & 0x7FFFFFu) != 0) pow2 += 1;
   int se = pow2 - emax;
   se = std::clamp(se, -127, 127);
   return static_cast<std::uint64_t>(se + 127);
+}
+
+}  // namespace
+
+std::uint64_t mx_scale(float a, const Format& element, MxRule rule) {
+  return mx_scale_of(a, emax_elem(element), max_of(element), element.mantissa_bits, rule);
 }
 
 const char* name(Scheme s) {
@@ -309,8 +447,13 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
   const bool any = R > 0 && C > 0;
   const std::uint32_t* rptr = rbits ? rbits->data() : nullptr;
   std::vector<float> buf(static_cast<std::size_t>(C));
-  // Row r's elements into codes through the batch path.
+  // Row r's elements into codes through the batch path.  Row r + 1 is asked for first: the conversion
+  // loads nothing of x, so its lines arrive while the conversion runs instead of stalling the next pass.
   auto convert_row = [&](int r) {
+    if (r + 1 < R) {
+      const float* next = &x.data[idx(r + 1, 0)];
+      for (int c = 0; c < C; c += 16) __builtin_prefetch(next + c, 0, 2);
+    }
     to_elements(buf.data(), static_cast<std::size_t>(C), el, p, rptr ? rptr + idx(r, 0) : nullptr, &q.codes[idx(r, 0)]);
   };
   // Every element times (or, with `divide`, over) its block's factor f[(r / br) * nbc + c / bc], then
@@ -318,26 +461,22 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
   // gives its own NaN whatever the element (the product of two NaNs is the factor's, as the scalar
   // loop this replaces computed it).
   auto convert_rows = [&](int br, int bc, int nbc, const std::vector<float>& f, bool divide) {
+    const bool nan_factor = !divide && std::any_of(f.begin(), f.end(), [](float m) { return std::isnan(m); });
     for (int r = 0; r < R; ++r) {
       const float* v = &x.data[idx(r, 0)];
       const float* fr = &f[static_cast<std::size_t>(r / br) * static_cast<std::size_t>(nbc)];
       if (bc == 1) {
-        for (int c = 0; c < C; ++c) buf[static_cast<std::size_t>(c)] = v[c] * fr[c];
-        for (int c = 0; c < C; ++c)
-          if (std::isnan(fr[c])) buf[static_cast<std::size_t>(c)] = fr[c];
+        row_multiply_columns(v, C, fr, buf.data());
+        if (nan_factor)
+          for (int c = 0; c < C; ++c)
+            if (std::isnan(fr[c])) buf[static_cast<std::size_t>(c)] = fr[c];
       } else {
-        for (int c0 = 0, blk = 0; c0 < C; c0 += bc, ++blk) {
-          const float m = fr[blk];
-          const int c1 = std::min(C, c0 + bc);
-          if (divide)
-            for (int c = c0; c < c1; ++c) buf[static_cast<std::size_t>(c)] = v[c] / m;
-          else if (std::isnan(m))
-            std::fill(buf.begin() + c0, buf.begin() + c1, m);
-          else
-            for (int c = c0; c < c1; ++c) buf[static_cast<std::size_t>(c)] = v[c] * m;
-        }
+        row_multiply(v, C, bc, fr, divide, buf.data());
+        if (nan_factor)
+          for (int c0 = 0, blk = 0; c0 < C; c0 += bc, ++blk)
+            if (std::isnan(fr[blk])) std::fill(buf.begin() + c0, buf.begin() + std::min(C, c0 + bc), fr[blk]);
       }
-      convert_row(r);
+            convert_row(r);
     }
   };
 
@@ -361,32 +500,54 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
       q.block_cols = bc;
       const bool packed = o.scale_format == ScaleFormat::ue8m0_packed;
       q.scale_format = packed ? &formats::e8m0 : &formats::f32;
-      const BlockAmaxes t = any ? block_amaxes(x, br, bc, false) : BlockAmaxes{};
-      std::vector<float> mult;
-      for (int r0 = 0; r0 < std::max(R, 1); r0 += br)
-        for (int c0 = 0; c0 < std::max(C, 1); c0 += bc) {
-          const int r1 = std::min(R, r0 + br), c1 = std::min(C, c0 + bc);
-          const float a = any ? amax_of(t, static_cast<std::size_t>(r0 / br) * t.nbc + c0 / bc, r0, r1, c0, c1, false)
-                              : block_amax(r0, r1, c0, c1, false);
-          float s = 0;
-          std::uint64_t scale_code = 0;
-          if (packed) {
-            // DeepGEMM's sm_100 path: sf = fp32(max(amax, 1e-4) / max), rounded up to a power of two
-            // (ceil_to_ue8m0); elements x * fp32(1 / sf).
-            const float sf = std::fmax(a, 1e-4f) / elem_max;
-            Policy up;
-            up.rounding = Rounding::rup;
-            up.overflow = Overflow::satfinite;
-            scale_code = convert(formats::f32, bits_of(sf), formats::e8m0, up).code;
-            s = 1.0f / static_cast<float>(code_value(formats::e8m0, scale_code));
-          } else {
-            s = scale_from_amax(a, elem_max, o.eps, o.scale_format == ScaleFormat::pow2, FLT_MAX);
-            scale_code = bits_of(1.0f / s);
-          }
-          q.scales.push_back(scale_code);
-          mult.push_back(s);
+      // The multiplier of a block with amax a, and its scale code into q.scales.
+      auto block_scale = [&](float a) {
+        float s = 0;
+        std::uint64_t scale_code = 0;
+        if (packed) {
+          // DeepGEMM's sm_100 path: sf = fp32(max(amax, 1e-4) / max), rounded up to a power of two
+          // (ceil_to_ue8m0); elements x * fp32(1 / sf).
+          const float sf = std::fmax(a, 1e-4f) / elem_max;
+          Policy up;
+          up.rounding = Rounding::rup;
+          up.overflow = Overflow::satfinite;
+          scale_code = convert(formats::f32, bits_of(sf), formats::e8m0, up).code;
+          s = 1.0f / static_cast<float>(code_value(formats::e8m0, scale_code));
+        } else {
+          s = scale_from_amax(a, elem_max, o.eps, o.scale_format == ScaleFormat::pow2, FLT_MAX);
+          scale_code = bits_of(1.0f / s);
         }
-      if (any) convert_rows(br, bc, t.nbc, mult, false);
+        q.scales.push_back(scale_code);
+        return s;
+      };
+      if (any && br == 1) {
+        // One row per block row: its amaxes, scales and codes while the row is in cache.
+        BlockAmaxes t;
+        std::vector<float> mult;
+        for (int r = 0; r < R; ++r) {
+          row_amaxes(x, r, bc, false, t);
+          mult.clear();
+          for (int c0 = 0, blk = 0; c0 < C; c0 += bc, ++blk)
+            mult.push_back(block_scale(amax_of(t, static_cast<std::size_t>(blk), r, r + 1, c0, std::min(C, c0 + bc), false)));
+          const float* v = &x.data[idx(r, 0)];
+          row_multiply(v, C, bc, mult.data(), false, buf.data());
+                    for (int c0 = 0, blk = 0; c0 < C; c0 += bc, ++blk)
+            if (std::isnan(mult[static_cast<std::size_t>(blk)]))
+              std::fill(buf.begin() + c0, buf.begin() + std::min(C, c0 + bc), mult[static_cast<std::size_t>(blk)]);
+          convert_row(r);
+        }
+      } else {
+        const BlockAmaxes t = any ? block_amaxes(x, br, bc, false) : BlockAmaxes{};
+        std::vector<float> mult;
+        for (int r0 = 0; r0 < std::max(R, 1); r0 += br)
+          for (int c0 = 0; c0 < std::max(C, 1); c0 += bc) {
+            const int r1 = std::min(R, r0 + br), c1 = std::min(C, c0 + bc);
+            const float a = any ? amax_of(t, static_cast<std::size_t>(r0 / br) * t.nbc + c0 / bc, r0, r1, c0, c1, false)
+                                : block_amax(r0, r1, c0, c1, false);
+            mult.push_back(block_scale(a));
+          }
+        if (any) convert_rows(br, bc, t.nbc, mult, false);
+      }
       if (packed)
         for (std::size_t i = 0; i < q.scales.size(); i += 4) {
           std::uint32_t w = 0;
@@ -439,37 +600,52 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
       const Unpacked nan_in = unpack(formats::f32, 0x7FC00000u);
       const bool finite_only = o.nonfinite == NonFinite::propagate;
       const bool fp32_multiply = o.mx_rule == MxRule::rceil || o.mx_rule == MxRule::rne;
-      const BlockAmaxes t = any ? block_amaxes(x, 1, o.block, finite_only) : BlockAmaxes{};
+      const int nbc = (C + o.block - 1) / o.block;
+      const int emax = emax_elem(el);
+      const int mantissa_bits = el.mantissa_bits;
+      BlockAmaxes t;  // row r's blocks
       std::vector<int> fix;  // columns of this row that take the scalar path after the batch
+      std::vector<float> mults(static_cast<std::size_t>(nbc));
+      q.scales.reserve(static_cast<std::size_t>(R) * static_cast<std::size_t>(nbc));
       for (int r = 0; r < R; ++r) {
+        row_amaxes(x, r, o.block, finite_only, t);
         fix.clear();
         const std::size_t first = q.scales.size();
+        bool nan_scale = false;
         for (int c0 = 0, blk = 0; c0 < C; c0 += o.block, ++blk) {
           const int c1 = std::min(C, c0 + o.block);
-          const std::size_t b = static_cast<std::size_t>(r) * t.nbc + blk;
+          const auto b = static_cast<std::size_t>(blk);
           std::uint64_t sc = 0;
           if (o.nonfinite == NonFinite::scale_nan && t.nonfinite[b]) sc = 0xFF;
-          else sc = mx_scale(amax_of(t, b, r, r + 1, c0, c1, finite_only), el, o.mx_rule);
+          else sc = mx_scale_of(amax_of(t, b, r, r + 1, c0, c1, finite_only), emax, elem_max, mantissa_bits, o.mx_rule);
           q.scales.push_back(sc);
-          const int se = static_cast<int>(sc) - 127;
-          // x * 2^(127 - e) as TE and torchao form it: e = 254 gives the f32 subnormal 2^-127.  The OCP
-          // rules divide by the power of two exactly: the same fp32 multiplication whenever its result is
-          // a normal number (or the input is zero or infinite); the rest take the exact scalar route.
-          const float mult = sc == 0xFF ? 0.0f : static_cast<float>(std::ldexp(1.0, -se));
-          for (int c = c0; c < c1; ++c) {
-            const float v = at(r, c);
-            float& y = buf[static_cast<std::size_t>(c)];
-            y = v * mult;
-            if (sc == 0xFF || fp32_multiply) continue;
-            if (std::isnan(v)) y = v;
-            else if (v != 0 && !std::isinf(v) && !(std::fabs(y) >= 0x1p-126f && std::isfinite(y))) fix.push_back(c);
+          nan_scale |= sc == 0xFF;
+          // x * 2^(127 - e) as TE and torchao form it: e = 254 gives the f32 subnormal 2^-127.
+          const int k = 254 - static_cast<int>(sc);  // the biased f32 exponent of 2^(127 - e)
+          mults[static_cast<std::size_t>(blk)] = sc == 0xFF ? 0.0f : k >= 1 ? float_of(static_cast<std::uint32_t>(k) << 23)
+                                                                            : float_of(0x00400000u);
+        }
+        row_multiply(&x.data[idx(r, 0)], C, o.block, mults.data(), false, buf.data());
+                // The OCP rules divide by the power of two exactly: the same fp32 multiplication whenever its
+        // result is a normal number (or the input is zero or infinite); the rest take the exact scalar
+        // route, and a NaN input stays itself.
+        if (!fp32_multiply && mx_row_special(&x.data[idx(r, 0)], buf.data(), C)) {
+          for (int c0 = 0, blk = 0; c0 < C; c0 += o.block, ++blk) {
+            if (q.scales[first + static_cast<std::size_t>(blk)] == 0xFF) continue;
+            for (int c = c0; c < std::min(C, c0 + o.block); ++c) {
+              const float v = at(r, c);
+              const float y = buf[static_cast<std::size_t>(c)];
+              if (std::isnan(v)) buf[static_cast<std::size_t>(c)] = v;
+              else if (v != 0 && !std::isinf(v) && !(std::fabs(y) >= 0x1p-126f && std::isfinite(y))) fix.push_back(c);
+            }
           }
         }
         convert_row(r);
-        for (int c0 = 0, blk = 0; c0 < C; c0 += o.block, ++blk) {
-          if (q.scales[first + static_cast<std::size_t>(blk)] != 0xFF) continue;
-          for (int c = c0; c < std::min(C, c0 + o.block); ++c) q.codes[idx(r, c)] = static_cast<std::uint8_t>(round_to(el, nan_in, p, rb(idx(r, c))).code);
-        }
+        if (nan_scale)
+          for (int c0 = 0, blk = 0; c0 < C; c0 += o.block, ++blk) {
+            if (q.scales[first + static_cast<std::size_t>(blk)] != 0xFF) continue;
+            for (int c = c0; c < std::min(C, c0 + o.block); ++c) q.codes[idx(r, c)] = static_cast<std::uint8_t>(round_to(el, nan_in, p, rb(idx(r, c))).code);
+          }
         for (int c : fix) {
           const int se = static_cast<int>(q.scales[first + static_cast<std::size_t>(c / o.block)]) - 127;
           q.codes[idx(r, c)] = static_cast<std::uint8_t>(to_element_scaled(at(r, c), se, el, p, rb(idx(r, c))));
@@ -569,31 +745,61 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
         q.scales = std::move(sc6);
         break;
       }
-      std::vector<float> mults;
-      for (int r0 = 0; r0 < R; r0 += br)
-        for (int c0 = 0; c0 < C; c0 += 16) {
-          const int r1 = std::min(R, r0 + br), c1 = std::min(C, c0 + 16);
-          const float ba = amax_of(t, static_cast<std::size_t>(r0 / br) * t.nbc + c0 / 16, r0, r1, c0, c1, false);
-          const float s_dec_b = ba * (s_enc * k_sixth);
-          const std::uint64_t sc = to_element(std::fmin(s_dec_b, FLT_MAX), formats::e4m3, sat, 0);
-          q.scales.push_back(sc);
-          const float scale_f = static_cast<float>(code_value(formats::e4m3, sc));
-          float mult = 0;
-          if (o.variant == Variant::fast_math) {
-            // bf16(min(S_enc / scale, bf16 max)) as the element multiplier.
-            const float m = std::fmin(s_enc / scale_f, float_of(0x7F7F0000u));
-            mult = float_of(static_cast<std::uint32_t>(
-                convert(formats::bf16, convert(formats::f32, bits_of(m), formats::bf16, exact_policy).code,
-                        formats::f32, exact_policy)
-                    .code));
-          } else if (sc == 0 && o.zero_scale == ZeroScale::reference) {
-            mult = 0.0f;
-          } else {
-            mult = std::fmin(1.0f / (scale_f * s_dec), FLT_MAX);
-          }
-          mults.push_back(mult);
+      // Each code's element multiplier (step 6), from a table over the 256 codes.
+      const std::array<float, 256>& dec = e4m3_values();
+      std::array<float, 256> mult_of{};
+      for (std::size_t sc = 0; sc < mult_of.size(); ++sc) {
+        const float scale_f = dec[sc];
+        float mult = 0;
+        if (o.variant == Variant::fast_math) {
+          // bf16(min(S_enc / scale, bf16 max)) as the element multiplier.
+          const float m = std::fmin(s_enc / scale_f, float_of(0x7F7F0000u));
+          mult = float_of(static_cast<std::uint32_t>(
+              convert(formats::bf16, convert(formats::f32, bits_of(m), formats::bf16, exact_policy).code, formats::f32,
+                      exact_policy)
+                  .code));
+        } else if (sc == 0 && o.zero_scale == ZeroScale::reference) {
+          mult = 0.0f;
+        } else {
+          mult = std::fmin(1.0f / (scale_f * s_dec), FLT_MAX);
         }
-      if (any) convert_rows(br, 16, t.nbc, mults, false);
+        mult_of[sc] = mult;
+      }
+      const bool nan_mult = std::any_of(mult_of.begin(), mult_of.end(), [](float m) { return std::isnan(m); });
+      // One row of blocks at a time: step 5 for each block, the block decode scales into e4m3 through the
+      // batch path (as the scalar conversion with r = 0 under rne), then the rows' elements.
+      const auto nbc = static_cast<std::size_t>(t.nbc);
+      const float enc_sixth = s_enc * k_sixth;
+      std::vector<float> block_dec(nbc), mults(nbc);
+      std::vector<std::uint8_t> block_codes(nbc);
+      q.scales.reserve(static_cast<std::size_t>(t.nbr) * nbc);
+      for (int i = 0; i < t.nbr; ++i) {
+        const std::size_t first = static_cast<std::size_t>(i) * nbc;
+        const int r0 = i * br, r1 = std::min(R, r0 + br);
+        for (std::size_t k = 0; k < nbc; ++k) {  // fminf(v, FLT_MAX): a NaN v gives FLT_MAX
+          const float v = t.value(first + k) * enc_sixth;
+          block_dec[k] = v < FLT_MAX ? v : FLT_MAX;
+        }
+        if (o.amax_propagates_nan)  // a block holding a NaN: its amax from amax_of (that NaN)
+          for (std::size_t k = 0; k < nbc; ++k) {
+            if (!t.nan[first + k]) continue;
+            const int c0 = static_cast<int>(k) * 16;
+            const float ba = amax_of(t, first + k, r0, r1, c0, std::min(C, c0 + 16), false);
+            block_dec[k] = std::fmin(ba * enc_sixth, FLT_MAX);
+          }
+        convert_batch(formats::f32, block_dec.data(), nbc, formats::e4m3, sat, block_codes.data(), nullptr, nullptr,
+                      nullptr);
+        q.scales.insert(q.scales.end(), block_codes.begin(), block_codes.end());
+        for (std::size_t k = 0; k < nbc; ++k) mults[k] = mult_of[block_codes[k]];
+        for (int r = r0; r < r1; ++r) {
+          row_multiply(&x.data[idx(r, 0)], C, 16, mults.data(), false, buf.data());
+          if (nan_mult)
+            for (int c0 = 0, blk = 0; c0 < C; c0 += 16, ++blk)
+              if (std::isnan(mults[static_cast<std::size_t>(blk)]))
+                std::fill(buf.begin() + c0, buf.begin() + std::min(C, c0 + 16), mults[static_cast<std::size_t>(blk)]);
+          convert_row(r);
+        }
+      }
       break;
     }
     case Scheme::nvfp4_1level: {
