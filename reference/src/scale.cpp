@@ -112,6 +112,20 @@ struct BlockAmaxes {
 #define LOWBIT_SCALE_CLONES
 #endif
 
+// One block [c0, c1) of a row: see row_blocks below.
+[[gnu::always_inline]] inline void block_span(const float* v, int c0, int c1, std::int32_t lim, std::uint32_t& m,
+                                              std::uint8_t& nan, std::uint8_t& nonfinite) {
+  std::int32_t mm = 0, top = 0;
+  for (int c = c0; c < c1; ++c) {
+    const auto b = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(v[c]) & 0x7FFFFFFFu);
+    top = std::max(top, b);
+    mm = std::max(mm, b > lim ? 0 : b);
+  }
+  m = std::max(m, static_cast<std::uint32_t>(mm));
+  nan |= top > 0x7F800000;
+  nonfinite |= top >= 0x7F800000;
+}
+
 // One row of n values cut into blocks of bc: each block's largest |x| pattern at most `limit`
 // (larger ones, NaN and perhaps infinities, read as +0) merged into m[blk] by maximum, and the block's
 // NaN (pattern above 0x7F800000) and non-finite flags or-ed into nan[blk] and nonfinite[blk].
@@ -131,17 +145,7 @@ template <int BC>
     nan[blk] |= top > 0x7F800000;
     nonfinite[blk] |= top >= 0x7F800000;
   }
-  if (c0 < n) {
-    std::int32_t mm = 0, top = 0;
-    for (int c = c0; c < n; ++c) {
-      const auto b = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(v[c]) & 0x7FFFFFFFu);
-      top = std::max(top, b);
-      mm = std::max(mm, b > lim ? 0 : b);
-    }
-    m[blk] = std::max(m[blk], static_cast<std::uint32_t>(mm));
-    nan[blk] |= top > 0x7F800000;
-    nonfinite[blk] |= top >= 0x7F800000;
-  }
+  if (c0 < n) block_span(v, c0, n, lim, m[blk], nan[blk], nonfinite[blk]);
 }
 
 LOWBIT_SCALE_CLONES void row_blocks(const float* v, int n, int bc, std::int32_t lim, std::uint32_t* m,
@@ -149,18 +153,8 @@ LOWBIT_SCALE_CLONES void row_blocks(const float* v, int n, int bc, std::int32_t 
   if (bc == 16) return row_blocks_fixed<16>(v, n, lim, m, nan, nonfinite);
   if (bc == 32) return row_blocks_fixed<32>(v, n, lim, m, nan, nonfinite);
   if (bc == 128) return row_blocks_fixed<128>(v, n, lim, m, nan, nonfinite);
-  for (int c0 = 0, blk = 0; c0 < n; c0 += bc, ++blk) {
-    const int c1 = std::min(n, c0 + bc);
-    std::int32_t mm = 0, top = 0;
-    for (int c = c0; c < c1; ++c) {
-      const auto b = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(v[c]) & 0x7FFFFFFFu);
-      top = std::max(top, b);
-      mm = std::max(mm, b > lim ? 0 : b);
-    }
-    m[blk] = std::max(m[blk], static_cast<std::uint32_t>(mm));
-    nan[blk] |= top > 0x7F800000;
-    nonfinite[blk] |= top >= 0x7F800000;
-  }
+  for (int c0 = 0, blk = 0; c0 < n; c0 += bc, ++blk)
+    block_span(v, c0, std::min(n, c0 + bc), lim, m[blk], nan[blk], nonfinite[blk]);
 }
 
 // One block per column: column c's pattern maximum into m[c], its NaN and non-finite flags or-ed into
