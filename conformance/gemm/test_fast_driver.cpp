@@ -112,7 +112,8 @@ std::vector<std::uint64_t> promoted_by_steps(const TensorCoreModel& model, int b
         }
         acc = std::fmaf(scale(i, lo / block, j), std::bit_cast<float>(partial), acc);
       }
-      d.push_back(std::bit_cast<std::uint32_t>(acc));
+      // The GPU's f32 FFMA returns the canonical NaN 0x7FFFFFFF for every NaN result (lowbit/gemm.hpp).
+      d.push_back(std::isnan(acc) ? 0x7FFFFFFFu : std::bit_cast<std::uint32_t>(acc));
     }
   return d;
 }

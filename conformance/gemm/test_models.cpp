@@ -191,6 +191,33 @@ TEST(TensorCoreModels, PromotionEvery128) {
   EXPECT_EQ(exact_of(row(F::e4m3, a), col(F::e4m3, b)), 0x3F810000u);
 }
 
+// The f32 arithmetic around the tensor core (promotion, block scaling, epilogue) gives the GPU's canonical
+// NaN 0x7FFFFFFF (PTX ISA §9.7.3: single-precision NaN results are not x86's default NaN 0xFFC00000).
+// e5m2 Inf = 0x7C, -Inf = 0xFC, 1.0 = 0x3C: block one's partial sum is +Inf, block two's -Inf, and the
+// promotion fma(1, -Inf, +Inf) is Inf - Inf.  The epilogue 0 * Inf (alpha = +Inf, 0x7F800000) is the
+// other invalid operation; quantize_output turns that NaN into e4m3's NaN 0x7F.
+TEST(TensorCoreModels, PromotionInfMinusInfIsTheGpuNaN) {
+  std::vector<std::uint64_t> a(256, 0x00), b(256, 0x00);
+  a[0] = 0x7C;
+  b[0] = 0x3C;
+  a[128] = 0xFC;
+  b[128] = 0x3C;
+  const auto* hopper = lowbit::gemm::find_model("hopper-fp8");
+  ASSERT_NE(hopper, nullptr);
+  const Matrix ra = row(F::e5m2, a), cb = col(F::e5m2, b);
+  EXPECT_EQ(lowbit::gemm::run_promoted(*hopper, 128, ra, cb, nullptr)[0], 0x7FFFFFFFu);
+  const Matrix sa{&F::f32, 1, 2, {0x3F800000u, 0x3F800000u}};
+  const Matrix sb{&F::f32, 2, 1, {0x3F800000u, 0x3F800000u}};
+  EXPECT_EQ(lowbit::gemm::run_block_scaled(*hopper, ra, cb, sa, sb, nullptr)[0], 0x7FFFFFFFu);
+  // Without promotion the tensor core sees +Inf and -Inf in one sum: its own canonical NaN.
+  EXPECT_EQ(run("hopper-fp8", ra, cb), 0x7FFFFFFFu);
+  const std::vector<std::uint64_t> acc{0x00000000u, 0x3F800000u};
+  const auto d = lowbit::gemm::apply_epilogue(acc, nullptr, 0x7F800000u, 0, 0x3F800000u, 0x3F800000u);
+  EXPECT_EQ(d[0], 0x7FFFFFFFu);
+  EXPECT_EQ(d[1], 0x7F800000u);
+  EXPECT_EQ(lowbit::gemm::quantize_output({0x7F800000u, 0x3F800000u}, 0x00000000u, F::e4m3)[0], 0x7Fu);
+}
+
 // Block-scaled fp4 (blackwell-mxf4nvf4): four groups of 16 e2m1 products, each group's exact sum times
 // its two ue4m3 scales, aligned by the scales' exponent sum with F = 35.  One product 6 * 6 = 36 with
 // scales 1.0 (ue4m3 0x38) gives 36 (0x42100000).  The same with the A scale 448 (0x7E) gives 16128

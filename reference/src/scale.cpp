@@ -9,12 +9,12 @@
 
 #include "lowbit/batch.hpp"
 #include "lowbit/convert.hpp"
+#include "lowbit/scale_rules.hpp"
 
 namespace lowbit::scale {
 
 namespace {
 
-constexpr Policy exact_policy{};  // rne: used only where the conversion is exact
 
 std::uint32_t bits_of(float f) { return std::bit_cast<std::uint32_t>(f); }
 float float_of(std::uint32_t b) { return std::bit_cast<float>(b); }
@@ -49,7 +49,6 @@ double code_value(const Format& f, std::uint64_t code) {
 // The MX element's largest power of two (the exponent of its largest normal binade).
 int emax_elem(const Format& f) { return f.emax(); }
 
-const float k_sixth = 1.0f / 6.0f;  // fp32(1/6), as TE's kernel spells it
 
 // 16x16 Sylvester Hadamard matrix entry: (-1)^popcount(i & j).
 int hadamard16(int i, int j) { return (std::popcount(static_cast<unsigned>(i & j)) & 1) ? -1 : 1; }
@@ -263,15 +262,6 @@ void row_amaxes(const Tensor& x, int r, int bc, bool finite_only, BlockAmaxes& a
              static_cast<std::int32_t>(limit), a.bits.data(), a.nan.data(), a.nonfinite.data());
 }
 
-// The decoded value of every e4m3 code, as an f32 (each is exact there).
-const std::array<float, 256>& e4m3_values() {
-  static const std::array<float, 256> t = [] {
-    std::array<float, 256> v{};
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(code_value(formats::e4m3, i));
-    return v;
-  }();
-  return t;
-}
 }  // namespace
 
 float amax(const float* v, std::size_t n, std::size_t stride, bool propagate_nan) {
@@ -287,40 +277,17 @@ float amax(const float* v, std::size_t n, std::size_t stride, bool propagate_nan
   return a;
 }
 
+// The rule itself lives in scale_rules.hpp, shared with the device quantizers.
 float scale_from_amax(float amax_in, float fp8_max, float eps, bool pow2, float value_for_inf) {
-  float a = amax_in;
-  if (a < eps) a = eps;  // a NaN amax compares false and skips this
-  if (std::isinf(a) || a == 0.0f || std::isnan(a)) return 1.0f;
-  float s = fp8_max / a;
-  if (std::isinf(s)) s = value_for_inf;
-  if (pow2) s = float_of(bits_of(s) & 0xFF800000u);  // keep sign and exponent: round down to 2^k
-  return s;
+  return rules::scale_from_amax(amax_in, fp8_max, eps, pow2, value_for_inf);
 }
 
 namespace {
 
-// mx_scale with the element's emax, largest value and mantissa width given (hoisted out of the block loop).
+// mx_scale with the element's emax, largest value and mantissa width given (hoisted out of the block loop);
+// the rule lives in scale_rules.hpp, shared with the device quantizers.
 std::uint64_t mx_scale_of(float a, int emax, float elem_max, int mantissa_bits, MxRule rule) {
-  if (std::isnan(a)) return 0xFF;
-  if (rule == MxRule::rceil || rule == MxRule::rne) {
-    const float descale = a * (1.0f / elem_max);
-    Policy p;
-    p.rounding = rule == MxRule::rceil ? Rounding::rup : Rounding::rne;
-    p.overflow = Overflow::satfinite;
-    p.quirks.unsigned_negative = UnsignedNegative::magnitude;
-    return convert(formats::f32, bits_of(descale), formats::e8m0, p).code;
-  }
-  if (std::isinf(a)) return 0xFF;
-  std::uint32_t b = bits_of(a);
-  if (rule == MxRule::even) {
-    // torchao EVEN: add half an ulp at the element's mantissa width, then keep sign and exponent.
-    b = (b + (1u << (23 - mantissa_bits - 1))) & 0xFF800000u;
-  }
-  int pow2 = static_cast<int>((b >> 23) & 0xFF) - 127;  // an f32 subnormal amax reads as 2^-127
-  if (rule == MxRule::ceil && (b & 0x7FFFFFu) != 0) pow2 += 1;
-  int se = pow2 - emax;
-  se = std::clamp(se, -127, 127);
-  return static_cast<std::uint64_t>(se + 127);
+  return rules::mx_scale(a, emax, elem_max, mantissa_bits, rule);
 }
 
 }  // namespace
@@ -501,12 +468,7 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
         if (packed) {
           // DeepGEMM's sm_100 path: sf = fp32(max(amax, 1e-4) / max), rounded up to a power of two
           // (ceil_to_ue8m0); elements x * fp32(1 / sf).
-          const float sf = std::fmax(a, 1e-4f) / elem_max;
-          Policy up;
-          up.rounding = Rounding::rup;
-          up.overflow = Overflow::satfinite;
-          scale_code = convert(formats::f32, bits_of(sf), formats::e8m0, up).code;
-          s = 1.0f / static_cast<float>(code_value(formats::e8m0, scale_code));
+          scale_code = rules::packed_block_scale(a, elem_max, s);
         } else {
           s = scale_from_amax(a, elem_max, o.eps, o.scale_format == ScaleFormat::pow2, FLT_MAX);
           scale_code = bits_of(1.0f / s);
@@ -567,11 +529,11 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
         convert_rows(R, C, 1, std::vector<float>{s}, false);
         tensor_amax = amax_of(block_amaxes(x, R, C, false), 0, 0, R, 0, C, false);
       }
-      st.history[0] = std::fmax(st.history[0], tensor_amax);
+      st.history[0] = rules::fmax_nan_drop(st.history[0], tensor_amax);  // a signaling NaN too
       float a = st.history[0];
       if (st.max_algorithm) {
         a = 0.0f;
-        for (float h : st.history) a = std::fmax(a, h);  // fmaxf: NaN entries ignored, Inf kept
+        for (float h : st.history) a = rules::fmax_nan_drop(a, h);  // fmaxf: NaN entries ignored, Inf kept
       }
       const float scaled_max = elem_max * std::ldexp(1.0f, -st.margin);
       if (std::isfinite(a) && a > 0.0f) {
@@ -615,9 +577,7 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
           q.scales.push_back(sc);
           nan_scale |= sc == 0xFF;
           // x * 2^(127 - e) as TE and torchao form it: e = 254 gives the f32 subnormal 2^-127.
-          const int k = 254 - static_cast<int>(sc);  // the biased f32 exponent of 2^(127 - e)
-          mults[static_cast<std::size_t>(blk)] = sc == 0xFF ? 0.0f : k >= 1 ? float_of(static_cast<std::uint32_t>(k) << 23)
-                                                                            : float_of(0x00400000u);
+          mults[static_cast<std::size_t>(blk)] = rules::mx_multiplier(sc);
         }
         row_multiply(&x.data[idx(r, 0)], C, o.block, mults.data(), false, buf.data());
                 // The OCP rules divide by the power of two exactly: the same fp32 multiplication whenever its
@@ -630,7 +590,7 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
               const float v = at(r, c);
               const float y = buf[static_cast<std::size_t>(c)];
               if (std::isnan(v)) buf[static_cast<std::size_t>(c)] = v;
-              else if (v != 0 && !std::isinf(v) && !(std::fabs(y) >= 0x1p-126f && std::isfinite(y))) fix.push_back(c);
+              else if (rules::mx_needs_exact(v, y)) fix.push_back(c);
             }
           }
         }
@@ -663,8 +623,7 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
       } else {
         global = float_of(*std::max_element(t.bits.begin(), t.bits.end()));
       }
-      float s_enc = std::fmin(scale_max * elem_max / global, FLT_MAX);  // 2688 (1536) / amax; fminf drops a NaN
-      if (global == 0.0f || s_enc == 0.0f) s_enc = 1.0f;
+      const float s_enc = rules::nvfp4_s_enc(global, scale_max, elem_max);  // 2688 (1536) / amax
       const float s_dec = 1.0f / s_enc;
       q.tensor_scale = bits_of(s_dec);
       q.scale_format = &formats::e4m3;
@@ -740,40 +699,23 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
         break;
       }
       // Each code's element multiplier (step 6), from a table over the 256 codes.
-      const std::array<float, 256>& dec = e4m3_values();
       std::array<float, 256> mult_of{};
-      for (std::size_t sc = 0; sc < mult_of.size(); ++sc) {
-        const float scale_f = dec[sc];
-        float mult = 0;
-        if (o.variant == Variant::fast_math) {
-          // bf16(min(S_enc / scale, bf16 max)) as the element multiplier.
-          const float m = std::fmin(s_enc / scale_f, float_of(0x7F7F0000u));
-          mult = float_of(static_cast<std::uint32_t>(
-              convert(formats::bf16, convert(formats::f32, bits_of(m), formats::bf16, exact_policy).code, formats::f32,
-                      exact_policy)
-                  .code));
-        } else if (sc == 0 && o.zero_scale == ZeroScale::reference) {
-          mult = 0.0f;
-        } else {
-          mult = std::fmin(1.0f / (scale_f * s_dec), FLT_MAX);
-        }
-        mult_of[sc] = mult;
-      }
+      for (std::size_t sc = 0; sc < mult_of.size(); ++sc)
+        mult_of[sc] = rules::nvfp4_multiplier(sc, s_enc, s_dec, o.variant == Variant::fast_math,
+                                              o.zero_scale == ZeroScale::reference);
       const bool nan_mult = std::any_of(mult_of.begin(), mult_of.end(), [](float m) { return std::isnan(m); });
       // One row of blocks at a time: step 5 for each block, the block decode scales into e4m3 through the
       // batch path (as the scalar conversion with r = 0 under rne), then the rows' elements.
       const auto nbc = static_cast<std::size_t>(t.nbc);
-      const float enc_sixth = s_enc * k_sixth;
+      const float enc_sixth = s_enc * rules::nvfp4_sixth();
       std::vector<float> block_dec(nbc), mults(nbc);
       std::vector<std::uint8_t> block_codes(nbc);
       q.scales.reserve(static_cast<std::size_t>(t.nbr) * nbc);
       for (int i = 0; i < t.nbr; ++i) {
         const std::size_t first = static_cast<std::size_t>(i) * nbc;
         const int r0 = i * br, r1 = std::min(R, r0 + br);
-        for (std::size_t k = 0; k < nbc; ++k) {  // fminf(v, FLT_MAX): a NaN v gives FLT_MAX
-          const float v = t.value(first + k) * enc_sixth;
-          block_dec[k] = v < FLT_MAX ? v : FLT_MAX;
-        }
+        for (std::size_t k = 0; k < nbc; ++k)  // fminf(v, FLT_MAX): a NaN v gives FLT_MAX
+          block_dec[k] = rules::nvfp4_block_dec(t.value(first + k), enc_sixth);
         if (o.amax_propagates_nan)  // a block holding a NaN: its amax from amax_of (that NaN)
           for (std::size_t k = 0; k < nbc; ++k) {
             if (!t.nan[first + k]) continue;

@@ -117,6 +117,11 @@ std::vector<std::uint64_t> run_model(const TensorCoreModel& model, const Matrix&
 // DeepSeek-V3 / DeepGEMM promotion: the model inside blocks of `block` elements starting from zero; each
 // block's result promoted into an f32 accumulator with one fp32 FMA, acc = fma(s, partial, acc), where s is
 // the f32 scale factor (1.0f when unscaled).  C (optional) starts the accumulator.
+//
+// NaN results of the f32 arithmetic that run_promoted, run_block_scaled, apply_epilogue and quantize_output
+// model are the GPU's canonical NaN 0x7FFFFFFF, whatever the operands (PTX ISA §9.7.3, Floating-Point
+// Instructions: "Single-precision instructions return an unspecified NaN"; sm_90's FADD / FFMA / FMUL return
+// 0x7FFFFFFF, e.g. for a promotion of -Inf into +Inf, where x86 would give 0xFFC00000).
 std::vector<std::uint64_t> run_promoted(const TensorCoreModel& inner, int block, const Matrix& a, const Matrix& b,
                                         const Matrix* c, std::uint32_t scale = 0x3F800000u);
 
