@@ -28,6 +28,11 @@ packages=(
   libgmp-dev libmpfr-dev libboost-dev libeigen3-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libhwy-dev libtbb-dev
+  # The sanitizer build and the fuzz targets (scripts/run-sanitize.sh): clang with libFuzzer and the
+  # sanitizer runtimes (libclang-rt-14-dev), llvm-symbolizer for readable reports (llvm-14).
+  clang libclang-rt-14-dev llvm-14
+  # The accuracy report's page test (conformance/report/test_browser.py): a browser and its driver.
+  chromium chromium-driver
 )
 # Python: any python3 with pip will do (a clean Debian has neither until they are installed).
 if ! command -v python3 >/dev/null 2>&1; then

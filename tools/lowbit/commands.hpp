@@ -12,5 +12,9 @@ void add_gemm(CLI::App& app);
 void add_quantize(CLI::App& app);
 // `lowbit verify-checkpoint`: checkpoint_cmd.cpp.
 void add_verify_checkpoint(CLI::App& app);
+// `lowbit vectors`, `lowbit check` and `lowbit gate`: vectors_cmd.cpp.
+void add_vectors(CLI::App& app);
+// `lowbit report`: report_cmd.cpp.
+void add_report(CLI::App& app);
 
 }  // namespace lowbit::cli

@@ -143,8 +143,27 @@ json report_json(const std::vector<Row>& rows, const std::string& tier, const st
   return j;
 }
 
+// The accuracy report (`lowbit report`, report_cmd.cpp): its committed snapshot, the command that
+// regenerates it, and a link to it relative to `dir` when the source tree is at hand.
+constexpr const char* accuracy_snapshot = "reports/accuracy/index.html";
+constexpr const char* accuracy_command = "lowbit report --out reports/accuracy";
+
+std::string accuracy_link(const fs::path& dir) {
+#ifdef LOWBIT_SOURCE_DIR
+  std::error_code ec;
+  const fs::path snapshot = fs::path(LOWBIT_SOURCE_DIR) / accuracy_snapshot;
+  if (fs::exists(snapshot, ec)) {
+    const fs::path rel = fs::relative(snapshot, fs::absolute(dir, ec), ec);
+    if (!ec && !rel.empty()) return rel.generic_string();
+    return snapshot.string();
+  }
+#endif
+  (void)dir;
+  return accuracy_snapshot;
+}
+
 std::string report_markdown(const std::vector<Row>& rows, const std::string& tier, const std::string& started,
-                            double total, bool conformant) {
+                            double total, bool conformant, const std::string& accuracy) {
   std::ostringstream md;
   md << "# lowbit conformance report\n\n";
 #ifdef LOWBIT_VERSION
@@ -171,6 +190,8 @@ std::string report_markdown(const std::vector<Row>& rows, const std::string& tie
     md << "\n### " << r.check->name << " (" << r.outcome.mismatches << " in all)\n\n";
     for (const std::string& e : r.outcome.examples) md << "- `" << e << "`\n";
   }
+  md << "\n## Accuracy report\n\nWhat these formats, scaling schemes and accumulation models do to realistic "
+        "tensors: [the accuracy report](" << accuracy << ") (regenerate with `" << accuracy_command << "`).\n";
   return md.str();
 }
 
@@ -248,14 +269,18 @@ int run(const Options& o) {
   }
 
   try {
-    write_atomically(dir / "conformance.json", report_json(rows, o.tier, started, total, conformant).dump(2) + "\n");
-    write_atomically(dir / "conformance.md", report_markdown(rows, o.tier, started, total, conformant));
+    json j = report_json(rows, o.tier, started, total, conformant);
+    j["accuracy_report"] = {{"link", accuracy_link(dir)}, {"command", accuracy_command}};
+    write_atomically(dir / "conformance.json", j.dump(2) + "\n");
+    write_atomically(dir / "conformance.md",
+                     report_markdown(rows, o.tier, started, total, conformant, accuracy_link(dir)));
   } catch (const std::exception& e) {
     std::cerr << "lowbit: --out: " << e.what() << "\n";
     return 2;
   }
   std::cout << "\nreport: " << (dir / "conformance.json").string() << ", " << (dir / "conformance.md").string()
             << "\n";
+  std::cout << "accuracy report: " << accuracy_snapshot << " (regenerate: " << accuracy_command << ")\n";
   std::cout.flush();
   return conformant ? 0 : 1;
 }

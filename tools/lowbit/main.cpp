@@ -739,6 +739,8 @@ int main(int argc, char** argv) {
   lowbit::cli::add_gemm(app);
   lowbit::cli::add_quantize(app);
   lowbit::cli::add_verify_checkpoint(app);
+  lowbit::cli::add_vectors(app);
+  lowbit::cli::add_report(app);
 
   // CLI11 reports a stray word as "a subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {

@@ -1,0 +1,327 @@
+"""Golden vectors, `lowbit check` and `lowbit gate` (issue 6; vectors/SPEC.md).
+
+Determinism (the committed sets regenerate byte for byte), tamper detection (exit 2 naming the file),
+mismatch reports (exit 1 naming the suite, the case and both decoded values), the planted-bug and
+CUDA-host plugins, and JUnit XML read back with junitparser.  Expected values are worked out by hand
+from SEMANTICS.md in the comments; none is produced by lowbit.
+"""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+LOWBIT = os.environ.get("LOWBIT", "lowbit")
+GOLDEN = Path(os.environ.get("LOWBIT_GOLDEN", Path(__file__).resolve().parents[2] / "vectors" / "golden"))
+PLANTED = os.environ.get("LOWBIT_PLANTED_PLUGIN")
+CUDA = os.environ.get("LOWBIT_CUDA_PLUGIN")
+
+
+def run(*args):
+    p = subprocess.run([LOWBIT, *map(str, args)], capture_output=True, text=True, check=False)
+    return p.returncode, p.stdout, p.stderr
+
+
+def suites():
+    rc, out, err = run("vectors", "list")
+    assert rc == 0, err
+    return [line.split("\t") for line in out.splitlines()]
+
+
+def committed():
+    return [name for name, _ in suites() if not name.startswith("convert16-")]
+
+
+# ---- vectors list / generate ----------------------------------------------------------------------
+
+
+def test_list_is_name_tab_description():
+    rows = suites()
+    names = [r[0] for r in rows]
+    assert all(len(r) == 2 and r[0] and r[1] for r in rows)
+    assert len(names) == len(set(names))
+    for profile in ["ocp", "cuda", "ml_dtypes", "llvm", "te", "torchao", "microxcaling", "p3109"]:
+        assert f"convert-{profile}" in names and f"convert16-{profile}" in names
+    for scheme in ["tensor", "delayed", "channel", "token", "block", "mx", "nvfp4", "nvfp4-2d", "nvfp4-1level"]:
+        assert f"scheme-{scheme}" in names
+    for model in ["exact", "f32-sequential", "hopper-fp8", "blackwell-mxf4nvf4", "hopper-fp8-blockscaled"]:
+        assert f"gemm-{model}" in names
+
+
+def test_committed_sets_are_every_committed_suite_and_under_30_mb():
+    on_disk = sorted(p.name for p in GOLDEN.iterdir() if p.is_dir())
+    assert on_disk == sorted(committed())
+    total = sum(f.stat().st_size for f in GOLDEN.rglob("*") if f.is_file())
+    assert total <= 30 * 1000 * 1000, total
+
+
+def test_committed_sets_regenerate_byte_for_byte(tmp_path):
+    """The generator run now gives the committed manifests (which hold every file's SHA-256)."""
+    for name in committed():
+        out = tmp_path / name
+        rc, _, err = run("vectors", "generate", "--suite", name, "--out", out)
+        assert rc == 0, err
+        for f in ["manifest.json", "manifest.json.sha256"]:
+            assert (out / f).read_bytes() == (GOLDEN / name / f).read_bytes(), f"{name}/{f} differs from the committed one"
+
+
+def test_committed_sets_are_intact():
+    # Verifies every committed file against its manifest, then compares the set with itself.
+    rc, out, err = run("check", "--vectors", GOLDEN, "--results", GOLDEN)
+    assert rc == 0, out + err
+    assert "0 mismatches" in out.splitlines()[-1]
+
+
+def test_seed_changes_only_the_random_cases(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert run("vectors", "generate", "--suite", "convert-cuda", "--out", a)[0] == 0
+    assert run("vectors", "generate", "--suite", "convert-cuda", "--out", b, "--seed", "7")[0] == 0
+    ma = {f["path"]: f["sha256"] for f in json.loads((a / "manifest.json").read_text())["files"]}
+    mb = {f["path"]: f["sha256"] for f in json.loads((b / "manifest.json").read_text())["files"]}
+    assert ma.keys() == mb.keys()
+    # 8-bit sources are exhaustive (only the header's seed differs); f32 files carry random cases.
+    a_e4m3 = (a / "e2m1/rne-satfinite-keep-after/e4m3.txt").read_text().splitlines()
+    b_e4m3 = (b / "e2m1/rne-satfinite-keep-after/e4m3.txt").read_text().splitlines()
+    assert a_e4m3[3:] == b_e4m3[3:] and len(a_e4m3) == 256 + 3
+    assert ma["e4m3/rne-satfinite-keep-after/f32.txt"] != mb["e4m3/rne-satfinite-keep-after/f32.txt"]
+
+
+def test_manifest_checksums_agree_with_hashlib():
+    d = GOLDEN / "scheme-mx"
+    manifest = (d / "manifest.json").read_bytes()
+    assert (d / "manifest.json.sha256").read_text() == hashlib.sha256(manifest).hexdigest() + "  manifest.json\n"
+    m = json.loads(manifest)
+    assert m["schema"] == 1 and m["generator"] == 1 and m["suite"] == "scheme-mx" and m["kind"] == "scheme"
+    for f in m["files"]:
+        data = (d / f["path"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == f["sha256"] and len(data) == f["bytes"]
+    # Key order and layout: sorted keys, one-space indent, a final newline (SPEC.md).
+    assert manifest.decode() == json.dumps(m, indent=1, sort_keys=True, ensure_ascii=True) + "\n"
+
+
+def test_npy_files_are_numpy_readable_and_match_the_manifest():
+    np = pytest.importorskip("numpy")
+    d = GOLDEN / "scheme-nvfp4"
+    m = json.loads((d / "manifest.json").read_text())
+    for f in m["files"]:
+        a = np.load(d / f["path"])
+        assert list(a.shape) == f["shape"] and a.dtype.str == f["dtype"], f["path"]
+    # An all-ones tensor is not among the cases, but every codes file holds e2m1 codes (< 16).
+    for f in m["files"]:
+        if f["name"] == "codes":
+            assert int(np.load(d / f["path"]).max()) < 16
+
+
+def test_scalar_lines_follow_semantics():
+    # SEMANTICS.md §3 (cuda, f32 inputs): 480 -> 0x7e (satfinite), 0.3 -> 0x2a; +inf -> 0x7e; 1 -> 0x38.
+    lines = (GOLDEN / "convert-cuda/e4m3/rne-satfinite-keep-after/f32.txt").read_text().splitlines()
+    assert lines[0] == "#lowbit-vectors scalar schema 1 generator 1"
+    assert lines[1] == "#from f32 to e4m3 profile cuda rounding rne overflow satfinite subnormals keep tininess after"
+    cases = {l.split()[0]: l.split()[1:] for l in lines[3:]}
+    assert int(lines[2].split()[1]) == len(lines) - 3
+    assert cases["7f800000"] == ["7e", "05"]  # +inf under satfinite: max, overflow | inexact
+    assert cases["3f800000"] == ["38", "00"]
+    assert cases["00000000"] == ["00", "00"]
+
+
+# ---- check: tampering, mismatches, arguments -----------------------------------------------------
+
+
+@pytest.fixture
+def cuda_copy(tmp_path):
+    golden = tmp_path / "golden"
+    results = tmp_path / "results"
+    shutil.copytree(GOLDEN / "convert-cuda", golden)
+    shutil.copytree(GOLDEN / "convert-cuda", results)
+    return golden, results
+
+
+def flip_byte(path, offset):
+    b = bytearray(path.read_bytes())
+    b[offset] ^= 0x01
+    path.write_bytes(bytes(b))
+
+
+def test_identical_results_pass_and_junit_parses(cuda_copy, tmp_path):
+    junitparser = pytest.importorskip("junitparser")
+    golden, results = cuda_copy
+    rc, out, err = run("check", "--vectors", golden, "--results", results, "--junit", tmp_path / "j.xml")
+    assert rc == 0, out + err
+    xml = junitparser.JUnitXml.fromfile(str(tmp_path / "j.xml"))
+    cases = [c for s in xml for c in s]
+    assert len(cases) == len(json.loads((golden / "manifest.json").read_text())["files"])
+    assert all(c.is_passed for c in cases)
+
+
+@pytest.mark.parametrize("target", ["e4m3/rne-satfinite-keep-after/f32.txt", "manifest.json"])
+def test_a_flipped_byte_in_the_golden_set_is_exit_2_naming_the_file(cuda_copy, target):
+    golden, results = cuda_copy
+    flip_byte(golden / target, 200)
+    # A wrong result in the results as well: damage (2) takes precedence over a mismatch (1).
+    flip_byte(results / "e5m2/rne-satfinite-keep-after/f32.txt", 150)
+    rc, out, err = run("check", "--vectors", golden, "--results", results)
+    assert rc == 2, out + err
+    assert target in err and "golden set damaged" in err
+
+
+def test_missing_golden_file_or_checksum_is_exit_2(cuda_copy):
+    golden, results = cuda_copy
+    (golden / "e2m1/rne-satfinite-keep-after/e4m3.txt").unlink()
+    rc, _, err = run("check", "--vectors", golden, "--results", results)
+    assert rc == 2 and "e2m1/rne-satfinite-keep-after/e4m3.txt" in err
+    (golden / "manifest.json.sha256").unlink()
+    rc, _, err = run("check", "--vectors", golden, "--results", results)
+    assert rc == 2 and "manifest.json.sha256" in err
+
+
+def rewrite_line(path, index, fields):
+    """Replace the fields of case `index` (0-based, after the 3 header lines)."""
+    lines = path.read_text().splitlines()
+    old = lines[3 + index].split()
+    lines[3 + index] = " ".join(fields(old))
+    path.write_text("\n".join(lines) + "\n")
+    return old
+
+
+def test_one_wrong_code_is_exit_1_naming_suite_case_and_both_values(cuda_copy, tmp_path):
+    junitparser = pytest.importorskip("junitparser")
+    golden, results = cuda_copy
+    f = "e4m3/rne-satfinite-keep-after/f32.txt"
+    lines = (results / f).read_text().splitlines()
+    index = next(i for i, l in enumerate(lines[3:]) if l.startswith("3f800000 "))  # 1.0 -> 0x38
+    rewrite_line(results / f, index, lambda o: [o[0], "39", o[2]])
+    rc, out, err = run("check", "--vectors", golden, "--results", results, "--junit", tmp_path / "j.xml")
+    assert rc == 1, out + err
+    line = next(l for l in out.splitlines() if f in l and "expected" in l)
+    assert "convert-cuda" in line and f"case {index}" in line
+    # 0x38 is 1 in e4m3, 0x39 is 1.125 (SEMANTICS.md §1: bias 7, 3 mantissa bits).
+    assert "input 0x3f800000 (1)" in line and "expected 0x38 (1)" in line and "actual 0x39 (1.125)" in line
+    xml = junitparser.JUnitXml.fromfile(str(tmp_path / "j.xml"))
+    failed = [c for s in xml for c in s if not c.is_passed]
+    assert [c.name for c in failed] == [f]
+    assert "1.125" in failed[0].result[0].text
+
+
+def test_flags_are_compared_when_the_results_have_them(cuda_copy):
+    golden, results = cuda_copy
+    f = "e4m3/rne-satfinite-keep-after/f32.txt"
+    rewrite_line(results / f, 0, lambda o: [o[0], o[1], "10"])
+    rc, out, _ = run("check", "--vectors", golden, "--results", results)
+    assert rc == 1 and "flags 0x10" in out
+    # Without a flags column the flags are not compared.
+    text = "".join(" ".join(l.split()[:2]) + "\n" for l in (golden / f).read_text().splitlines()[3:])
+    (results / f).write_text(text)
+    rc, out, _ = run("check", "--vectors", golden, "--results", results)
+    assert rc == 0, out
+
+
+def test_missing_results_and_other_inputs_are_exit_1_named(cuda_copy):
+    golden, results = cuda_copy
+    (results / "f16/rne-nosat-keep-after/f32.txt").unlink()
+    rewrite_line(results / "bf16/rne-nosat-keep-after/f32.txt", 2, lambda o: ["3f800001", o[1], o[2]])
+    rc, out, _ = run("check", "--vectors", golden, "--results", results)
+    assert rc == 1
+    assert "f16/rne-nosat-keep-after/f32.txt" in out and "missing" in out
+    assert "other data" in out
+
+
+def test_tensor_mismatch_names_case_element_and_values(tmp_path):
+    np = pytest.importorskip("numpy")
+    results = tmp_path / "r"
+    shutil.copytree(GOLDEN / "scheme-mx", results)
+    p = results / "case-000/codes.npy"
+    a = np.load(p)
+    want = int(a[0, 5])
+    a[0, 5] = want ^ 1
+    np.save(p, a)
+    rc, out, _ = run("check", "--vectors", GOLDEN / "scheme-mx", "--results", results)
+    assert rc == 1
+    line = next(l for l in out.splitlines() if "codes.npy[0, 5]" in l)
+    assert "scheme-mx case-000" in line and f"expected 0x{want:02x}" in line and f"actual 0x{want ^ 1:02x}" in line
+    # A changed input: the subject ran on other data.
+    shutil.copy(GOLDEN / "scheme-mx/case-000/codes.npy", p)
+    x = np.load(results / "case-001/x.npy")
+    x[0, 0] = 12345.0
+    np.save(results / "case-001/x.npy", x)
+    rc, out, _ = run("check", "--vectors", GOLDEN / "scheme-mx", "--results", results)
+    assert rc == 1 and "case-001/x.npy" in out and "other data" in out
+
+
+def test_bad_arguments_are_exit_2(tmp_path):
+    assert run("check", "--vectors", tmp_path / "nope", "--results", tmp_path)[0] == 2
+    assert run("check", "--vectors", tmp_path, "--results", tmp_path)[0] == 2  # no manifest anywhere
+    assert run("check", "--vectors", GOLDEN / "gemm-exact", "--results", GOLDEN / "gemm-exact", "--max-report", "-1")[0] == 2
+    rc, _, err = run("vectors", "generate", "--suite", "convert-nope", "--out", tmp_path / "x")
+    assert rc == 2 and "convert-nope" in err and not (tmp_path / "x").exists()
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("x")
+    rc, _, err = run("vectors", "generate", "--suite", "gemm-exact", "--out", tmp_path / "full")
+    assert rc == 2 and "not an empty folder" in err
+    assert sorted(p.name for p in (tmp_path / "full").iterdir()) == ["keep.txt"]
+    assert not any(p.name.endswith(".tmp-lowbit") for p in tmp_path.iterdir())
+
+
+# ---- the gate ------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not PLANTED, reason="LOWBIT_PLANTED_PLUGIN not set (the plugin is built with the tests)")
+def test_gate_catches_the_planted_one_ulp_error(tmp_path):
+    junitparser = pytest.importorskip("junitparser")
+    rc, out, err = run("gate", "--plugin", PLANTED, "--suite", "convert-cuda", "--suite", "gemm-f32-sequential",
+                       "--junit", tmp_path / "g.xml")
+    assert rc == 1, out + err
+    bad = [l for l in out.splitlines() if "expected" in l]
+    assert bad, out
+    # Only f32 -> e4m3 under rne fails, and only inputs in [8, 16): one ulp (0.5 there) too low.
+    assert all("e4m3/rne-" in l and "/f32.txt" in l for l in bad)
+    first = bad[0]
+    assert "convert-cuda" in first and "case " in first
+    exp = int(first.split("expected 0x")[1][:2], 16)
+    act = int(first.split("actual 0x")[1][:2], 16)
+    assert exp - act == 1 and 0x50 <= act < 0x58  # e4m3 codes of [8, 16): 0x50..0x57
+    assert "gemm-f32-sequential:" in out and "gemm-f32-sequential" in [l.split(":")[0] for l in out.splitlines() if l.endswith("ok")]
+    xml = junitparser.JUnitXml.fromfile(str(tmp_path / "g.xml"))
+    failed = sorted({c.name for s in xml for c in s if c.result and c.result[0].__class__.__name__ == "Failure"})
+    assert failed == ["e4m3/rne-nosat-keep-after/f32.txt", "e4m3/rne-satfinite-keep-after/f32.txt"]
+
+
+@pytest.mark.skipif(not PLANTED, reason="LOWBIT_PLANTED_PLUGIN not set")
+def test_gate_reports_unimplemented_entry_points_as_skipped():
+    rc, out, err = run("gate", "--plugin", PLANTED, "--suite", "scheme-tensor", "--suite", "convert-p3109")
+    assert rc == 0, out + err
+    assert "scheme-tensor: 0 cases in 0 unit(s), 15 skipped" in out
+    assert "convert-p3109:" in out and "0 mismatches  ok" in out
+
+
+@pytest.mark.skipif(not CUDA, reason="the CUDA toolkit's headers were not found at configure time")
+def test_gate_passes_the_cuda_host_plugin_under_the_cuda_profile():
+    rc, out, err = run("gate", "--plugin", CUDA, "--suite", "convert-cuda")
+    assert rc == 0, out + err
+    # The toolkit converts from f32 into 19 (target, rounding, saturation) combinations.
+    assert "convert-cuda: " in out and " in 19 unit(s)" in out and "0 mismatches  ok" in out
+
+
+def test_gate_bad_plugin_is_exit_2(tmp_path):
+    rc, _, err = run("gate", "--plugin", tmp_path / "missing.so", "--suite", "convert-te")
+    assert rc == 2 and "missing.so" in err
+    (tmp_path / "junk.so").write_text("not a library")
+    rc, _, err = run("gate", "--plugin", tmp_path / "junk.so", "--suite", "convert-te")
+    assert rc == 2 and "junk.so" in err
+    rc, _, err = run("gate", "--plugin", tmp_path / "junk.so", "--suite", "nope")
+    assert rc == 2 and "nope" in err
+
+
+def test_only_selects_the_files_a_subject_implements(tmp_path):
+    results = tmp_path / "r"
+    f = "e4m3/rne-satfinite-keep-after/f32.txt"
+    (results / f).parent.mkdir(parents=True)
+    shutil.copy(GOLDEN / "convert-te" / f, results / f)
+    rc, out, _ = run("check", "--vectors", GOLDEN / "convert-te", "--results", results)
+    assert rc == 1 and "missing" in out
+    rc, out, _ = run("check", "--vectors", GOLDEN / "convert-te", "--results", results, "--only", f)
+    assert rc == 0 and "in 1 unit(s)" in out and "skipped" in out
+    rc, out, _ = run("check", "--vectors", GOLDEN / "convert-te", "--results", results, "--only", "convert-te/e4m3/*/f32.txt")
+    assert rc == 0, out

@@ -1,0 +1,102 @@
+/* lowbit/plugin.h - the C ABI a subject library implements so that `lowbit gate --plugin lib.so` can
+ * run the golden suites through it in-process (vectors/SPEC.md, "The gate").
+ *
+ * A plugin is a shared library that exports one function, lowbit_plugin_entry.  lowbit calls it with
+ * the ABI version it speaks; the plugin returns a table of optional entry points (a NULL entry means
+ * "not implemented": the gate reports the suites that need it as skipped).  Everything crosses the
+ * boundary as plain C: format and policy names are lowbit's spellings (`lowbit formats`,
+ * `lowbit profiles`), codes are little-endian integers of the format's storage width, and recipes are
+ * the JSON objects of the suites' manifests.
+ *
+ * Versioning: LOWBIT_PLUGIN_ABI_VERSION grows when this header changes incompatibly.  A plugin returns
+ * a table whose abi_version equals the host's version, or NULL when it cannot serve that version; the
+ * gate refuses a table with another version (exit 2).  Fields are only ever appended, and
+ * `struct_size` lets either side tell which fields the other knows.
+ */
+#ifndef LOWBIT_PLUGIN_H
+#define LOWBIT_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOWBIT_PLUGIN_ABI_VERSION 1u
+
+/* Return codes of every entry point. */
+#define LOWBIT_PLUGIN_OK 0          /* ran; outputs written */
+#define LOWBIT_PLUGIN_UNSUPPORTED 1 /* this conversion / recipe is not implemented: skipped, not failed */
+#define LOWBIT_PLUGIN_ERROR 2       /* failed: the gate reports the case as failing, with last_error() */
+
+/* TestFloat-style flag mask, as in the scalar vector files. */
+#define LOWBIT_FLAG_INEXACT 1u
+#define LOWBIT_FLAG_UNDERFLOW 2u
+#define LOWBIT_FLAG_OVERFLOW 4u
+#define LOWBIT_FLAG_INFINITE 8u
+#define LOWBIT_FLAG_INVALID 16u
+
+/* The policy of a conversion, as `lowbit convert` spells it. */
+typedef struct lowbit_policy {
+  const char* profile;    /* "ocp", "cuda", "ml_dtypes", "llvm", "te", "torchao", "microxcaling", "p3109" */
+  const char* rounding;   /* "rne", "rna", "rtz", "rup", "rdn", "rto" */
+  const char* overflow;   /* "satfinite", "satpropagate", "nosat" */
+  const char* subnormals; /* "keep", "ftz", "daz", "ftz-daz" */
+  const char* tininess;   /* "after", "before" */
+} lowbit_policy;
+
+/* One array of a tensor case, exactly as the suite's .npy file holds it. */
+typedef struct lowbit_array {
+  const char* name;      /* "x", "rbits", "history_in", "a", "b", "c", "a_scales", ... / "codes", "scales", "d" */
+  const char* format;    /* lowbit format of the elements ("f32", "e4m3", "e8m0", ...) or "uint32" */
+  const char* dtype;     /* numpy descr: "<f4", "<f2", "<f8", "|u1", "<u2", "<u4", "<u8" */
+  uint32_t element_bytes;
+  uint32_t rank;
+  const uint64_t* shape; /* rank entries */
+  uint64_t count;        /* elements (the product of the shape) */
+  void* data;            /* count * element_bytes bytes, little-endian, C order; inputs are read-only */
+} lowbit_array;
+
+typedef struct lowbit_plugin {
+  uint32_t abi_version; /* LOWBIT_PLUGIN_ABI_VERSION */
+  uint32_t struct_size; /* sizeof(lowbit_plugin) as the plugin was compiled */
+  const char* name;     /* shown in reports */
+
+  /* Convert n codes of `from` into `to`.  `in` holds n codes of from's storage width rounded up to 1,
+   * 2, 4 or 8 bytes; `out` receives n codes of to's width.  When the plugin computes IEEE flags it
+   * writes n masks to `flags` and sets *flags_written = 1 (the gate then compares them); otherwise it
+   * leaves *flags_written = 0.  NULL: the plugin converts nothing. */
+  int (*convert)(const char* from, const char* to, const lowbit_policy* policy, const void* in, uint64_t n,
+                 void* out, uint8_t* flags, int* flags_written);
+
+  /* Quantize one tensor case of a scheme suite.  `recipe_json` is the case's "recipe" object from the
+   * manifest (vectors/SPEC.md lists the keys); inputs are "x" (f32, [rows, cols]) and, for some
+   * recipes, "rbits", "history_in", "scale_in"; outputs are preallocated with the expected shapes:
+   * "codes", "scales", and where the scheme has them "tensor_scale", "history_out", "scale_out". */
+  int (*quantize)(const char* recipe_json, const lowbit_array* inputs, uint32_t n_inputs, lowbit_array* outputs,
+                  uint32_t n_outputs);
+
+  /* Run one GEMM case: inputs "a", "b" and optionally "c", "a_scales", "b_scales"; output "d". */
+  int (*gemm)(const char* recipe_json, const lowbit_array* inputs, uint32_t n_inputs, lowbit_array* outputs,
+              uint32_t n_outputs);
+
+  /* Optional: a message for the last LOWBIT_PLUGIN_ERROR (static storage, may be NULL). */
+  const char* (*last_error)(void);
+} lowbit_plugin;
+
+/* The one exported symbol.  Returns NULL when the plugin cannot serve `host_abi_version`. */
+typedef const lowbit_plugin* (*lowbit_plugin_entry_fn)(uint32_t host_abi_version);
+#define LOWBIT_PLUGIN_ENTRY_SYMBOL "lowbit_plugin_entry"
+
+#if defined(_WIN32)
+#define LOWBIT_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define LOWBIT_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOWBIT_PLUGIN_H */

@@ -1,0 +1,493 @@
+// Verifying golden suites and comparing a subject's results against them (vectors/SPEC.md "Checking").
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli_util.hpp"
+#include "lowbit/exact.hpp"
+#include "lowbit/io.hpp"
+#include "lowbit/registry.hpp"
+#include "lowbit/value.hpp"
+#include "quantize_common.hpp"
+#include "sha256.hpp"
+#include "vectors.hpp"
+
+namespace lowbit::vectors {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string hex0x(std::uint64_t v, int digits) { return cli::hex(v, digits); }
+
+// A relative path of a manifest: '/'-separated names, none empty, "." or "..", no backslash.
+bool safe_path(const std::string& p) {
+  if (p.empty() || p[0] == '/' || p.find('\\') != std::string::npos) return false;
+  std::size_t start = 0;
+  while (start <= p.size()) {
+    const std::size_t end = std::min(p.find('/', start), p.size());
+    const std::string part = p.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+std::optional<std::uint64_t> parse_hex_text(std::string_view s) {
+  if (s.size() >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) s.remove_prefix(2);
+  if (s.empty() || s.size() > 16) return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : s) {
+    int d;
+    if (c >= '0' && c <= '9') d = c - '0';
+    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+    else return std::nullopt;
+    v = v << 4 | static_cast<std::uint64_t>(d);
+  }
+  return v;
+}
+
+struct ScalarLine {
+  std::uint64_t input = 0, result = 0, flags = 0;
+  bool has_flags = false;
+  std::size_t line = 0;  // 1-based line number in its file
+};
+
+// Lines of a scalar file: '#' lines are comments; each other line is `input result [flags]` in hex.
+// Returns the first problem ("line 7: ...") or an empty string.
+std::string parse_scalar(const std::string& text, std::vector<ScalarLine>& out) {
+  std::size_t pos = 0, number = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty() && line[0] == '#') continue;
+    std::istringstream is(line);
+    std::vector<std::string> f;
+    for (std::string w; is >> w;) f.push_back(w);
+    if (f.size() < 2 || f.size() > 3)
+      return "line " + std::to_string(number) + ": expected `input result [flags]` in hex, got '" + line + "'";
+    ScalarLine s;
+    s.line = number;
+    const auto a = parse_hex_text(f[0]), b = parse_hex_text(f[1]);
+    if (!a || !b) return "line " + std::to_string(number) + ": not hex: '" + line + "'";
+    s.input = *a;
+    s.result = *b;
+    if (f.size() == 3) {
+      const auto c = parse_hex_text(f[2]);
+      if (!c || *c > 0xff) return "line " + std::to_string(number) + ": flags are not a hex mask: '" + line + "'";
+      s.flags = *c;
+      s.has_flags = true;
+    }
+    out.push_back(s);
+  }
+  return "";
+}
+
+// The exact value, or for long decimals (f32 subnormals) the short form s*2^e with s odd.
+std::string value_of(const std::string& format, std::uint64_t code) {
+  const Format* f = find_format(format);
+  if (!f || !f->valid_code(code)) return "?";
+  const std::string d = exact::code_text(*f, code);
+  if (d.size() <= 24) return d;
+  const Unpacked u = unpack(*f, code);
+  std::uint64_t sig = u.significand;
+  int e = u.exponent;
+  while (sig != 0 && (sig & 1) == 0) {
+    sig >>= 1;
+    ++e;
+  }
+  return std::string(u.negative ? "-" : "") + std::to_string(sig) + "*2^" + std::to_string(e);
+}
+
+std::string code_and_value(const std::string& format, std::uint64_t code) {
+  const Format* f = find_format(format);
+  const int digits = f ? f->hex_digits() : 1;
+  return hex0x(code, digits) + " (" + value_of(format, code) + ")";
+}
+
+void mismatch(Unit& u, std::size_t max_details, const std::string& text) {
+  ++u.mismatches;
+  if (u.details.size() < max_details) u.details.push_back(text);
+}
+
+void compare_scalar(const std::string& suite, const json& entry, const std::string& golden_text,
+                    const std::optional<std::string>& results, const std::string& results_error, Unit& u,
+                    std::size_t max_details) {
+  std::vector<ScalarLine> want;
+  parse_scalar(golden_text, want);  // verified by its checksum: it parses
+  u.cases = want.size();
+  if (!results) {
+    u.problem = "results file " + results_error;
+    return;
+  }
+  std::vector<ScalarLine> got;
+  if (const std::string e = parse_scalar(*results, got); !e.empty()) {
+    u.problem = "results file " + u.name + ": " + e;
+    return;
+  }
+  const std::string from = entry.value("from", ""), to = entry.value("to", "");
+  const std::size_t n = std::min(want.size(), got.size());
+  bool other_input = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    const ScalarLine& w = want[i];
+    const ScalarLine& g = got[i];
+    const std::string where = suite + " " + u.name + " case " + std::to_string(i) + " (results line " +
+                              std::to_string(g.line) + "): input " + code_and_value(from, w.input);
+    if (g.input != w.input) {
+      if (!other_input) u.problem = "the results' inputs differ from the golden inputs (the subject ran on other data)";
+      other_input = true;
+      mismatch(u, max_details, where + ": the results line has input " + code_and_value(from, g.input));
+      continue;
+    }
+    const bool flags_differ = g.has_flags && g.flags != w.flags;
+    if (g.result != w.result || flags_differ)
+      mismatch(u, max_details,
+               where + ": expected " + code_and_value(to, w.result) + " flags " + hex0x(w.flags, 2) + ", actual " +
+                   code_and_value(to, g.result) + (g.has_flags ? " flags " + hex0x(g.flags, 2) : ""));
+  }
+  if (got.size() != want.size()) {
+    u.problem = "results file " + u.name + " has " + std::to_string(got.size()) + " cases, the golden file " +
+                std::to_string(want.size());
+    if (got.size() < want.size()) u.mismatches += want.size() - got.size();
+  }
+}
+
+struct Npy {
+  io::NpyArray a;
+  std::size_t width() const { return io::dtype_bits(a.dtype) / 8; }
+  std::uint64_t at(std::size_t i) const {
+    std::uint64_t v = 0;
+    const std::size_t w = width();
+    for (std::size_t b = 0; b < w; ++b) v |= std::uint64_t{a.bytes[i * w + b]} << (8 * b);
+    return v;
+  }
+};
+
+std::optional<Npy> parse_npy_text(const std::string& bytes, const std::string& name, std::string& error) {
+  try {
+    return Npy{io::parse_npy(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(bytes.data()),
+                                                           bytes.size()),
+                             name)};
+  } catch (const std::exception& e) {
+    error = e.what();
+    return std::nullopt;
+  }
+}
+
+std::string index_text(const std::vector<std::uint64_t>& shape, std::size_t i) {
+  std::vector<std::uint64_t> idx(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    idx[d] = shape[d] ? i % shape[d] : 0;
+    i = shape[d] ? i / shape[d] : 0;
+  }
+  std::string s = "[";
+  for (std::size_t d = 0; d < idx.size(); ++d) s += (d ? ", " : "") + std::to_string(idx[d]);
+  return s + "]";
+}
+
+void compare_case(const std::string& suite, const json& files, std::uint64_t index, const std::string& id,
+                  const Golden& g, const Reader& results, Unit& u, std::size_t max_details) {
+  std::optional<Npy> x;  // the case's "x" input, to show beside element mismatches
+  for (const json& e : files) {
+    if (e.value("case", -1) != static_cast<long long>(index) || e.value("role", "") != "input") continue;
+    const std::string path = e.at("path");
+    std::string err;
+    if (e.value("name", "") == "x") x = parse_npy_text(g.files.at(path), path, err);
+    std::string rerr;
+    const std::optional<std::string> r = results(path, rerr);
+    if (r && *r != g.files.at(path)) {
+      std::string perr;
+      const std::optional<Npy> gi = parse_npy_text(g.files.at(path), path, perr);
+      const std::optional<Npy> ri = parse_npy_text(*r, path, perr);
+      if (!ri || !gi || ri->a.bytes != gi->a.bytes || ri->a.shape != gi->a.shape) {
+        u.problem = "input " + path + " differs from the golden input (the subject ran on other data)";
+        ++u.mismatches;
+      }
+    }
+  }
+  for (const json& e : files) {
+    if (e.value("case", -1) != static_cast<long long>(index) || e.value("role", "") != "expected") continue;
+    const std::string path = e.at("path");
+    const std::string format = e.value("format", "");
+    std::string err;
+    const std::optional<Npy> want = parse_npy_text(g.files.at(path), path, err);
+    if (!want) continue;
+    u.cases += want->a.elements();
+    std::string rerr;
+    const std::optional<std::string> r = results(path, rerr);
+    if (!r) {
+      u.problem = "results file " + rerr;
+      u.mismatches += want->a.elements();
+      continue;
+    }
+    std::string perr;
+    const std::optional<Npy> got = parse_npy_text(*r, path, perr);
+    if (!got) {
+      u.problem = "results file unreadable: " + perr;
+      u.mismatches += want->a.elements();
+      continue;
+    }
+    if (got->a.dtype != want->a.dtype || got->a.shape != want->a.shape) {
+      u.problem = "results file " + path + " holds " + std::string(*io::npy_descr(got->a.dtype)) + " " +
+                  cli::shape_text(got->a.shape) + ", expected " + std::string(*io::npy_descr(want->a.dtype)) + " " +
+                  cli::shape_text(want->a.shape);
+      u.mismatches += want->a.elements();
+      continue;
+    }
+    const std::size_t n = want->a.elements();
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint64_t w = want->at(i), a = got->at(i);
+      if (w == a) continue;
+      std::string text = suite + " " + id + " " + path + index_text(want->a.shape, i) + ":";
+      if (x && e.value("name", "") == "codes" && x->a.elements() == n)
+        text += " input " + code_and_value("f32", x->at(i));
+      text += " expected " + code_and_value(format, w) + ", actual " + code_and_value(format, a);
+      mismatch(u, max_details, text);
+    }
+  }
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') o += ' ';
+        else o += c;
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+std::uint64_t SuiteReport::cases() const {
+  std::uint64_t n = 0;
+  for (const Unit& u : units) n += u.cases;
+  return n;
+}
+std::uint64_t SuiteReport::mismatches() const {
+  std::uint64_t n = 0;
+  for (const Unit& u : units) n += u.mismatches + (u.mismatches == 0 && !u.problem.empty() ? 1 : 0);
+  return n;
+}
+std::uint64_t SuiteReport::skipped() const {
+  std::uint64_t n = 0;
+  for (const Unit& u : units) n += u.skipped ? 1 : 0;
+  return n;
+}
+
+std::optional<Golden> load_golden(const Reader& read, const std::string& where, std::vector<std::string>& damage) {
+  const std::size_t before = damage.size();
+  auto fail = [&](const std::string& file, const std::string& why) { damage.push_back(where + "/" + file + ": " + why); };
+  std::string err;
+  const std::optional<std::string> manifest = read("manifest.json", err);
+  const std::optional<std::string> sum = read("manifest.json.sha256", err);
+  if (!manifest) {
+    fail("manifest.json", "missing or unreadable");
+    return std::nullopt;
+  }
+  if (!sum) {
+    fail("manifest.json.sha256", "missing or unreadable");
+    return std::nullopt;
+  }
+  if (*sum != checksum_line(*manifest)) {
+    if (sum->size() < 64) fail("manifest.json.sha256", "not a SHA-256 line");
+    else fail("manifest.json", "its SHA-256 differs from manifest.json.sha256 (the manifest or its checksum changed)");
+    return std::nullopt;
+  }
+  Golden g;
+  g.where = where;
+  try {
+    g.manifest = json::parse(*manifest);
+  } catch (const json::exception& e) {
+    fail("manifest.json", std::string("not JSON: ") + e.what());
+    return std::nullopt;
+  }
+  if (!g.manifest.is_object() || g.manifest.value("schema", 0) != schema_version || !g.manifest.contains("files") ||
+      !g.manifest.at("files").is_array() || !g.manifest.contains("suite") || !g.manifest.at("suite").is_string()) {
+    fail("manifest.json", "not a schema " + std::to_string(schema_version) + " manifest (\"schema\", \"suite\", \"files\")");
+    return std::nullopt;
+  }
+  g.name = g.manifest.at("suite");
+  for (const json& e : g.manifest.at("files")) {
+    if (!e.is_object() || !e.contains("path") || !e.at("path").is_string() || !e.contains("sha256") ||
+        !e.contains("role")) {
+      fail("manifest.json", "a \"files\" entry lacks path, role or sha256");
+      continue;
+    }
+    const std::string path = e.at("path");
+    if (!safe_path(path)) {
+      fail("manifest.json", "file path '" + path + "' leaves the suite folder");
+      continue;
+    }
+    std::string ferr;
+    const std::optional<std::string> bytes = read(path, ferr);
+    if (!bytes) {
+      fail(path, "missing or unreadable (listed in manifest.json)");
+      continue;
+    }
+    if (cli::Sha256::of(*bytes) != e.at("sha256").get<std::string>()) {
+      fail(path, "its SHA-256 differs from manifest.json (the file changed)");
+      continue;
+    }
+    g.files[path] = *bytes;
+  }
+  if (damage.size() != before) return std::nullopt;
+  return g;
+}
+
+Golden golden_from(const Suite& s) {
+  Golden g;
+  g.name = s.name;
+  g.where = s.name;
+  g.manifest = json::parse(manifest_text(s));
+  for (const File& f : s.files) g.files[f.path] = f.bytes;
+  return g;
+}
+
+SuiteReport compare(const Golden& g, const Reader& results, const std::map<std::string, std::string>& skip,
+                    std::size_t max_details) {
+  SuiteReport rep;
+  rep.name = g.name;
+  const json& files = g.manifest.at("files");
+  const std::string kind = g.manifest.value("kind", "");
+  if (kind == "convert") {
+    for (const json& e : files) {
+      Unit u;
+      u.name = e.at("path");
+      if (const auto it = skip.find(u.name); it != skip.end()) {
+        u.skipped = true;
+        u.skip_reason = it->second;
+        rep.units.push_back(u);
+        continue;
+      }
+      std::string err;
+      const std::optional<std::string> r = results(u.name, err);
+      compare_scalar(g.name, e, g.files.at(u.name), r, err, u, max_details);
+      rep.units.push_back(u);
+    }
+    return rep;
+  }
+  const json cases = g.manifest.value("cases", json::array());
+  for (const json& c : cases) {
+    const std::uint64_t index = c.value("index", 0);
+    char id[32];
+    std::snprintf(id, sizeof id, "case-%03llu", static_cast<unsigned long long>(index));
+    Unit u;
+    u.name = std::string(id) + " " + c.value("name", "");
+    if (const auto it = skip.find(id); it != skip.end()) {
+      u.skipped = true;
+      u.skip_reason = it->second;
+      rep.units.push_back(u);
+      continue;
+    }
+    compare_case(g.name, files, index, u.name, g, results, u, max_details);
+    rep.units.push_back(u);
+  }
+  return rep;
+}
+
+void print_reports(const std::vector<SuiteReport>& reports, std::size_t max_report) {
+  std::uint64_t cases = 0, bad = 0;
+  for (const SuiteReport& r : reports) {
+    std::uint64_t run = 0;
+    for (const Unit& u : r.units) run += u.skipped ? 0 : 1;
+    const std::uint64_t m = r.mismatches();
+    std::cout << r.name << ": " << r.cases() << " cases in " << run << " unit(s)";
+    if (r.skipped()) std::cout << ", " << r.skipped() << " skipped";
+    std::cout << ", " << m << " mismatch" << (m == 1 ? "" : "es") << (m ? "  FAILED" : "  ok") << "\n";
+    cases += r.cases();
+    bad += m;
+  }
+  std::size_t shown = 0, total_details = 0;
+  for (const SuiteReport& r : reports)
+    for (const Unit& u : r.units) {
+      if (!u.problem.empty()) std::cout << "  " << r.name << " " << u.name << ": " << u.problem << "\n";
+      for (const std::string& d : u.details) {
+        ++total_details;
+        if (shown < max_report) {
+          std::cout << "  " << d << "\n";
+          ++shown;
+        }
+      }
+    }
+  if (total_details > shown || bad > total_details)
+    std::cout << "  (" << shown << " mismatch line(s) shown; --max-report N shows more)\n";
+  std::cout << (bad ? "mismatches: " : "all match: ") << reports.size() << " suite(s), " << cases << " cases, " << bad
+            << " mismatch" << (bad == 1 ? "" : "es") << "\n";
+}
+
+std::string junit_xml(const std::vector<SuiteReport>& reports, const std::string& name) {
+  std::uint64_t tests = 0, failures = 0, skipped = 0;
+  for (const SuiteReport& r : reports)
+    for (const Unit& u : r.units) {
+      ++tests;
+      if (u.skipped) ++skipped;
+      else if (u.mismatches || !u.problem.empty()) ++failures;
+    }
+  std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x += "<testsuites name=\"" + xml_escape(name) + "\" tests=\"" + std::to_string(tests) + "\" failures=\"" +
+       std::to_string(failures) + "\" errors=\"0\" skipped=\"" + std::to_string(skipped) + "\">\n";
+  for (const SuiteReport& r : reports) {
+    std::uint64_t t = 0, f = 0, s = 0;
+    for (const Unit& u : r.units) {
+      ++t;
+      if (u.skipped) ++s;
+      else if (u.mismatches || !u.problem.empty()) ++f;
+    }
+    x += "  <testsuite name=\"" + xml_escape(r.name) + "\" tests=\"" + std::to_string(t) + "\" failures=\"" +
+         std::to_string(f) + "\" errors=\"0\" skipped=\"" + std::to_string(s) + "\">\n";
+    for (const Unit& u : r.units) {
+      x += "    <testcase classname=\"" + xml_escape(r.name) + "\" name=\"" + xml_escape(u.name) + "\"";
+      if (u.skipped) {
+        x += ">\n      <skipped message=\"" + xml_escape(u.skip_reason) + "\"/>\n    </testcase>\n";
+      } else if (u.mismatches || !u.problem.empty()) {
+        std::string msg = u.problem.empty() ? std::to_string(u.mismatches) + " of " + std::to_string(u.cases) +
+                                                  " cases differ"
+                                            : u.problem;
+        std::string body;
+        for (const std::string& d : u.details) body += d + "\n";
+        x += ">\n      <failure message=\"" + xml_escape(msg) + "\" type=\"mismatch\">" + xml_escape(body) +
+             "</failure>\n    </testcase>\n";
+      } else {
+        x += "/>\n";
+      }
+    }
+    x += "  </testsuite>\n";
+  }
+  x += "</testsuites>\n";
+  return x;
+}
+
+Reader folder_reader(const std::string& dir) {
+  return [dir](const std::string& path, std::string& error) -> std::optional<std::string> {
+    const std::filesystem::path p = std::filesystem::path(dir) / path;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(p, ec)) {
+      error = p.string() + ": missing";
+      return std::nullopt;
+    }
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (!in) {
+      error = p.string() + ": unreadable";
+      return std::nullopt;
+    }
+    return ss.str();
+  };
+}
+
+}  // namespace lowbit::vectors

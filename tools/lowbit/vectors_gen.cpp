@@ -1,0 +1,838 @@
+// The golden-vector generator (vectors/SPEC.md).  Everything that reaches a file is computed with
+// integers or through lowbit's reference (whose f32 steps are single IEEE operations in a build without
+// contraction); random cases come from splitmix64 streams, never from std::*_distribution or libm, so
+// the same generator version and seed give the same bytes with any compiler and optimisation level.
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <filesystem>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <span>
+#include <tuple>
+#include <stdexcept>
+
+#include "cli_util.hpp"
+#include "lowbit/convert.hpp"
+#include "lowbit/gemm.hpp"
+#include "lowbit/io.hpp"
+#include "lowbit/profile.hpp"
+#include "lowbit/registry.hpp"
+#include "lowbit/scale.hpp"
+#include "quantize_common.hpp"
+#include "sha256.hpp"
+#include "vectors.hpp"
+
+namespace lowbit::vectors {
+
+namespace {
+
+using json = nlohmann::json;
+namespace S = lowbit::scale;
+
+// ---- deterministic randomness (SPEC.md "Random cases") --------------------------------------------
+
+// FNV-1a, 64-bit (offset basis 0xcbf29ce484222325, prime 0x100000001b3) of a stream's key.
+std::uint64_t fnv1a(const std::string& s) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+// splitmix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014).
+struct Rng {
+  std::uint64_t state;
+  Rng(std::uint64_t seed, const std::string& key) : state(seed ^ fnv1a(key)) {}
+  std::uint64_t next() {
+    state += 0x9e3779b97f4a7c15ull;
+    std::uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  // Uniform enough for test data: next() mod n (the modulo bias is part of the definition).
+  std::uint64_t below(std::uint64_t n) { return next() % n; }
+};
+
+std::string hexdigits(std::uint64_t v, int digits) {
+  static const char* const d = "0123456789abcdef";
+  std::string s(static_cast<std::size_t>(digits), '0');
+  for (int i = digits - 1; i >= 0; --i, v >>= 4) s[static_cast<std::size_t>(i)] = d[v & 15];
+  return s;
+}
+
+// ---- files -------------------------------------------------------------------------------------
+
+// The numpy dtype of an array of `f`'s codes: numpy's float types for f64/f32/f16, else an unsigned
+// integer of the storage width (bf16 as '<u2', io.hpp's convention).
+io::DType dtype_of(const Format& f) {
+  if (same_format(f, formats::f32)) return io::DType::f32;
+  if (same_format(f, formats::f64)) return io::DType::f64;
+  if (same_format(f, formats::f16)) return io::DType::f16;
+  const int b = f.storage_bits();
+  return b <= 8 ? io::DType::u8 : b <= 16 ? io::DType::u16 : b <= 32 ? io::DType::u32 : io::DType::u64;
+}
+
+File npy_file(const std::string& path, const std::string& role, const std::string& name, const Format& f,
+              std::vector<std::uint64_t> shape, const std::vector<std::uint64_t>& codes) {
+  const io::DType dt = dtype_of(f);
+  const std::size_t w = io::dtype_bits(dt) / 8;
+  std::vector<std::uint8_t> raw(codes.size() * w);
+  for (std::size_t i = 0; i < codes.size(); ++i)
+    for (std::size_t b = 0; b < w; ++b) raw[i * w + b] = static_cast<std::uint8_t>(codes[i] >> (8 * b));
+  const std::vector<std::uint8_t> bytes = io::encode_npy(dt, shape, raw);
+  File file{path, role, std::string(bytes.begin(), bytes.end()), json::object()};
+  file.meta["name"] = name;
+  file.meta["format"] = f.name;
+  file.meta["dtype"] = std::string(*io::npy_descr(dt));
+  file.meta["shape"] = shape;
+  return file;
+}
+
+// ---- conversion suites ----------------------------------------------------------------------------
+
+struct TargetChoice {
+  const Format* target;
+  ModeMask roundings;
+  std::optional<Rounding> default_rounding;
+  ModeMask overflows;
+  Overflow default_overflow;
+};
+
+// The targets a profile converts into: its rule table, and for profiles that take any target a fixed
+// list (ocp: f16 and bf16 beside its table; p3109: members of the binaryKpP family).
+std::vector<TargetChoice> targets_of(const Profile& p) {
+  std::vector<TargetChoice> v;
+  for (const TargetRule& r : p.targets)
+    v.push_back({r.target, r.roundings, r.default_rounding, r.overflows, r.default_overflow});
+  if (p.any_target) {
+    std::vector<const Format*> extra;
+    if (std::string(p.name) == "p3109") {
+      for (const char* n : {"binary8p1se", "binary8p3se", "binary8p4se", "binary8p4sf", "binary8p5ue", "binary6p3sf",
+                            "binary4p2sf"})
+        extra.push_back(find_format(n));
+    } else {
+      extra = {&formats::f16, &formats::bf16};
+    }
+    for (const Format* f : extra) {
+      if (!f) throw std::logic_error("vectors: a built-in target is missing");
+      const TargetRule& r = p.fallback;
+      v.push_back({f, r.roundings, r.default_rounding, r.overflows, r.default_overflow});
+    }
+  }
+  return v;
+}
+
+struct PolicyChoice {
+  Rounding rounding;
+  Overflow overflow;
+  Subnormals subnormals = Subnormals::keep;
+  Tininess tininess = Tininess::after;
+  bool operator<(const PolicyChoice& o) const {
+    return std::tie(rounding, overflow, subnormals, tininess) <
+           std::tie(o.rounding, o.overflow, o.subnormals, o.tininess);
+  }
+};
+
+// A star around the defaults: every deterministic rounding with the default overflow, every overflow
+// with the default rounding, and where the profile allows them each subnormal mode and tininess before.
+std::vector<PolicyChoice> policies_of(const Profile& p, const TargetChoice& t) {
+  std::set<PolicyChoice> set;
+  std::vector<Rounding> bases;
+  if (t.default_rounding) bases.push_back(*t.default_rounding);
+  else
+    for (unsigned i = 0; i < 6; ++i)
+      if (t.roundings & (1u << i)) bases.push_back(static_cast<Rounding>(i));
+  for (Rounding base : bases) {
+    for (unsigned i = 0; i < 6; ++i)
+      if (t.roundings & (1u << i)) set.insert({static_cast<Rounding>(i), t.default_overflow});
+    for (unsigned i = 0; i < 3; ++i)
+      if (t.overflows & (1u << i)) set.insert({base, static_cast<Overflow>(i)});
+    for (unsigned i = 1; i < 4; ++i)
+      if (p.subnormal_modes & (1u << i)) set.insert({base, t.default_overflow, static_cast<Subnormals>(i)});
+    if (p.tininess_choice) set.insert({base, t.default_overflow, Subnormals::keep, Tininess::before});
+  }
+  return {set.begin(), set.end()};
+}
+
+std::string policy_dir(const PolicyChoice& c) {
+  return std::string(name(c.rounding)) + "-" + name(c.overflow) + "-" + name(c.subnormals) + "-" + name(c.tininess);
+}
+
+// TestFloat-style patterns (Berkeley TestFloat 3, genCases: "exponent x significand" tables): biased
+// exponents at the source's edges and across the target's range, times significands that put ties,
+// near-ties and single bits where the target rounds, both signs.
+std::vector<std::uint64_t> float_patterns(const Format& s, const Format& t) {
+  const int M = s.mantissa_bits;
+  const int top = (1 << s.exponent_bits) - 1;  // Inf/NaN exponent field
+  // The target's range in the source's biased exponents, two binades wider on each side.
+  const int lo = t.emin() - t.mantissa_bits - 2 + s.bias;
+  const int hi = t.emax() + 2 + s.bias;
+  std::vector<int> window;
+  for (int e = std::max(lo, 1); e <= std::min(hi, top - 1); ++e) window.push_back(e);
+  // At most `cap` exponents of the window: its lowest and highest fifth-parts, and evenly spread ones.
+  const std::size_t cap = s.bits == 32 ? 16 : 10;
+  std::set<int> exps = {0, 1, 2, top - 2, top - 1, top};
+  const std::size_t n = window.size();
+  if (n <= cap) {
+    exps.insert(window.begin(), window.end());
+  } else {
+    const std::size_t edge = cap * 3 / 10, middle = cap - 2 * edge;
+    for (std::size_t i = 0; i < edge; ++i) {
+      exps.insert(window[i]);
+      exps.insert(window[n - 1 - i]);
+    }
+    for (std::size_t i = 1; i <= middle; ++i) exps.insert(window[i * (n - 1) / (middle + 1)]);
+  }
+  // Significands: zero, one, all ones, the top bit with the last, alternating bits; then for the
+  // dropped-bit counts k of the target's normal binade and one either side, the tie (the k-th bit from
+  // the bottom alone), one below and above it, the tie with the kept last bit set, and all k bits set;
+  // for the deeper subnormal binades the two ties.
+  const std::uint64_t mask = bits::ones(M);
+  std::set<std::uint64_t> sigs = {0, 1, mask, (std::uint64_t{1} << (M - 1)) | 1, 0x5555555555555555ull & mask};
+  const int d = std::max(1, M - t.mantissa_bits);  // bits dropped in the target's normal range
+  for (int k = std::max(1, d - 1); k <= std::min(M, d + t.mantissa_bits + 1); ++k) {
+    const std::uint64_t half = std::uint64_t{1} << (k - 1);
+    if (k <= d + 1) {
+      for (std::uint64_t v : {half, half - 1, half + 1, half | (std::uint64_t{1} << k), (half << 1) - 1})
+        sigs.insert(v & mask);
+    } else {
+      for (std::uint64_t v : {half, half | (std::uint64_t{1} << k)}) sigs.insert(v & mask);
+    }
+  }
+  std::vector<std::uint64_t> out;
+  for (std::uint64_t sign : {std::uint64_t{0}, std::uint64_t{1}})
+    for (int e : exps)
+      for (std::uint64_t m : sigs) out.push_back((sign << (s.exponent_bits + M)) | (std::uint64_t(e) << M) | m);
+  return out;
+}
+
+// Seeded random codes: half uniform over every code, half in the target's exponent window.
+void random_codes(const Format& s, const Format& t, Rng& rng, std::size_t n, std::vector<std::uint64_t>& out) {
+  const int M = s.mantissa_bits;
+  const int top = (1 << s.exponent_bits) - 1;
+  const int lo = std::max(1, t.emin() - t.mantissa_bits - 2 + s.bias);
+  const int hi = std::max(lo, std::min(top - 1, t.emax() + 2 + s.bias));
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t r = rng.next();
+    if (i % 2 == 0) {
+      out.push_back(r & bits::ones(s.storage_bits()));
+    } else {
+      const std::uint64_t e = static_cast<std::uint64_t>(lo) + rng.below(static_cast<std::uint64_t>(hi - lo + 1));
+      const std::uint64_t sign = rng.next() & 1;
+      out.push_back((sign << (s.exponent_bits + M)) | (e << M) | (r & bits::ones(M)));
+    }
+  }
+}
+
+std::vector<std::uint64_t> all_codes(const Format& s) {
+  std::vector<std::uint64_t> v;
+  const std::uint64_t n = std::uint64_t{1} << s.storage_bits();
+  for (std::uint64_t c = 0; c < n; ++c)
+    if (s.valid_code(c)) v.push_back(c);
+  return v;
+}
+
+// One scalar file.  Cases the profile leaves undefined (LLVM's NaN into FP4) are left out.
+File scalar_file(const Profile& prof, const Format& from, const Format& to, const PolicyChoice& pc,
+                 const Policy& policy, const std::vector<std::uint64_t>& inputs, std::uint64_t seed,
+                 const std::string& path) {
+  std::string body;
+  std::uint64_t n = 0;
+  for (std::uint64_t in : inputs) {
+    const Result r = convert(from, in, to, policy);
+    if (r.flags & flag::unsupported) continue;
+    body += hexdigits(in, from.hex_digits());
+    body += ' ';
+    body += hexdigits(r.code, to.hex_digits());
+    body += ' ';
+    body += hexdigits(r.flags, 2);
+    body += '\n';
+    ++n;
+  }
+  std::string head = "#lowbit-vectors scalar schema " + std::to_string(schema_version) + " generator " +
+                     std::to_string(generator_version) + "\n";
+  head += std::string("#from ") + from.name + " to " + to.name + " profile " + prof.name + " rounding " +
+          name(pc.rounding) + " overflow " + name(pc.overflow) + " subnormals " + name(pc.subnormals) +
+          " tininess " + name(pc.tininess) + "\n";
+  head += "#cases " + std::to_string(n) + " seed " + std::to_string(seed) + "\n";
+  File f{path, "expected", head + body, json::object()};
+  f.meta = {{"from", from.name},
+            {"to", to.name},
+            {"rounding", name(pc.rounding)},
+            {"overflow", name(pc.overflow)},
+            {"subnormals", name(pc.subnormals)},
+            {"tininess", name(pc.tininess)},
+            {"cases", n},
+            {"dtype", "text"}};
+  return f;
+}
+
+Suite convert_suite(const std::string& suite, const Profile& prof, bool exhaustive16, std::uint64_t seed) {
+  Suite s;
+  s.name = suite;
+  const std::vector<TargetChoice> targets = targets_of(prof);
+  // Sources: the wide floats and every target of the profile of at most 8 bits.
+  std::vector<const Format*> sources;
+  if (exhaustive16) {
+    sources = {&formats::bf16, &formats::f16};
+  } else {
+    sources = {&formats::f64, &formats::f32, &formats::bf16, &formats::f16};
+    for (const TargetChoice& t : targets)
+      if (t.target->storage_bits() <= 8) sources.push_back(t.target);
+  }
+  for (const TargetChoice& t : targets) {
+    for (const PolicyChoice& pc : policies_of(prof, t)) {
+      PolicyRequest req;
+      req.rounding = pc.rounding;
+      req.overflow = pc.overflow;
+      req.subnormals = pc.subnormals;
+      req.tininess = pc.tininess;
+      std::string error;
+      const std::optional<Resolved> res = resolve(&prof, *t.target, req, error);
+      if (!res) continue;
+      const Format& to = *res->target;
+      for (const Format* from : sources) {
+        if (same_format(*from, to)) continue;
+        const std::string path = std::string(to.name) + "/" + policy_dir(pc) + "/" + from->name + ".txt";
+        std::vector<std::uint64_t> inputs;
+        if (from->storage_bits() <= 8 || (exhaustive16 && from->storage_bits() <= 16)) {
+          inputs = all_codes(*from);
+        } else {
+          inputs = float_patterns(*from, to);
+          Rng rng(seed, suite + "/" + path);
+          random_codes(*from, to, rng, from->bits == 64 ? 64 : from->bits == 32 ? 96 : 32, inputs);
+        }
+        s.files.push_back(scalar_file(prof, *from, to, pc, res->policy, inputs, seed, path));
+      }
+    }
+  }
+  s.manifest["kind"] = "convert";
+  s.manifest["profile"] = prof.name;
+  return s;
+}
+
+// ---- tensors for the scheme suites ------------------------------------------------------------------
+
+std::uint32_t f32_bits(float f) { return std::bit_cast<std::uint32_t>(f); }
+
+// Random f32 values: sign, an exponent in [127 + lo, 127 + hi], a random significand.
+std::vector<float> random_tensor(Rng& rng, std::size_t n, int lo, int hi) {
+  std::vector<float> v(n);
+  for (float& x : v) {
+    const std::uint64_t r = rng.next();
+    const std::uint32_t e = static_cast<std::uint32_t>(127 + lo) + static_cast<std::uint32_t>(rng.below(hi - lo + 1));
+    x = std::bit_cast<float>(static_cast<std::uint32_t>(((r >> 40) & 1) << 31) | (e << 23) |
+                             static_cast<std::uint32_t>(r & 0x7fffff));
+  }
+  return v;
+}
+
+// Values that sit on the schemes' edges (SEMANTICS.md §2-§4): zeros of both signs, the e4m3 and e2m1
+// ties and maxima, f32 subnormals and extremes, powers of two; a zero block; optionally NaN and Inf.
+std::vector<float> edge_tensor(Rng& rng, int rows, int cols, bool nonfinite) {
+  static const std::uint32_t edges[] = {
+      0x00000000u, 0x80000000u, 0x3f800000u, 0xbf800000u, 0x43e00000u /*448*/, 0x43e80000u /*464*/,
+      0x43e88000u /*465*/,      0x40c00000u /*6*/,        0x40a00000u /*5*/,   0x3e800000u /*0.25*/,
+      0x3f400000u /*0.75*/,     0x00000001u,             0x00800000u,         0x7f7fffffu /*FLT_MAX*/,
+      0xff7fffffu,              0x477fe000u /*65504*/,    0x47600000u /*57344*/, 0x3c800000u /*2^-6*/,
+      0x3b000000u /*2^-9*/,     0x43f00000u /*480*/,      0x3e99999au /*0.3*/,  0xc2c80000u /*-100*/};
+  std::vector<float> v = random_tensor(rng, static_cast<std::size_t>(rows) * cols, -8, 8);
+  for (std::size_t i = 0; i < v.size(); i += 3) v[i] = std::bit_cast<float>(edges[(i / 3) % std::size(edges)]);
+  // The second row's first 20 elements are zeros (an all-zero block for blocks of up to 16).
+  if (rows > 1)
+    for (int c = 0; c < std::min(cols, 20); ++c) v[static_cast<std::size_t>(cols) + c] = 0.0f;
+  if (nonfinite) {
+    v[1] = std::bit_cast<float>(0x7fc00000u);
+    if (v.size() > 40) v[40] = std::bit_cast<float>(0x7f800000u);
+    if (v.size() > 70) v[70] = std::bit_cast<float>(0xff800000u);
+  }
+  return v;
+}
+
+struct TensorCase {
+  std::string name;
+  int rows, cols;
+  std::vector<float> x;
+};
+
+std::vector<TensorCase> scheme_tensors(Rng& rng, int block, bool two_d, bool nonfinite) {
+  std::vector<TensorCase> v;
+  const int b = std::max(block, 1);
+  auto add = [&](const std::string& kind, int r, int c) {
+    TensorCase t{kind + "-" + std::to_string(r) + "x" + std::to_string(c), r, c, {}};
+    if (kind == "edges") t.x = edge_tensor(rng, r, c, false);
+    else if (kind == "nonfinite") t.x = edge_tensor(rng, r, c, true);
+    else if (kind == "wide") t.x = random_tensor(rng, static_cast<std::size_t>(r) * c, -126, 127);
+    else t.x = random_tensor(rng, static_cast<std::size_t>(r) * c, -12, 6);
+    v.push_back(std::move(t));
+  };
+  add("random", 1, b);
+  add("random", 3, 2 * b + 5);  // not a multiple of the block
+  add("edges", 4, b + 7);
+  add("wide", 2, b + 1);
+  if (two_d) add("random", b + 3, b + 9);
+  if (nonfinite) add("nonfinite", 3, b + 3);
+  return v;
+}
+
+struct Recipe {
+  cli::QuantizeOptions o;
+  std::string label;
+};
+
+cli::QuantizeOptions qopt(const std::string& scheme, const std::string& element) {
+  cli::QuantizeOptions o;
+  o.scheme = scheme;
+  o.element = element;
+  return o;
+}
+
+std::vector<Recipe> scheme_recipes(const std::string& family) {
+  std::vector<Recipe> v;
+  auto add = [&](cli::QuantizeOptions o, const std::string& label) { v.push_back({std::move(o), label}); };
+  if (family == "tensor" || family == "channel" || family == "token") {
+    add(qopt(family, "e4m3"), "e4m3");
+    add(qopt(family, "e5m2"), "e5m2");
+    auto p = qopt(family, "e4m3");
+    p.scale_format = "pow2";
+    add(p, "e4m3-pow2");
+  } else if (family == "delayed") {
+    add(qopt("delayed", "e4m3"), "e4m3");
+    add(qopt("delayed", "e5m2"), "e5m2");
+  } else if (family == "block") {
+    add(qopt("block1x128", "e4m3"), "1x128-e4m3");
+    auto p = qopt("block1x128", "e4m3");
+    p.scale_format = "pow2";
+    add(p, "1x128-e4m3-pow2");
+    add(qopt("block128x128", "e4m3"), "128x128-e4m3");
+  } else if (family == "mx") {
+    for (const char* rule : {"floor", "ceil", "even", "rceil", "rne"}) {
+      auto o = qopt("mx", "e4m3");
+      o.scale_rule = rule;
+      add(o, std::string("e4m3-") + rule);
+    }
+    for (const char* el : {"e5m2", "e2m3", "e3m2", "e2m1", "int8"}) add(qopt("mx", el), std::string(el) + "-floor");
+    auto r = qopt("mx", "e2m1");
+    r.scale_rule = "rceil";
+    add(r, "e2m1-rceil");
+    for (const char* nf : {"propagate", "amax"}) {
+      auto o = qopt("mx", "e4m3");
+      o.nonfinite = nf;
+      add(o, std::string("e4m3-floor-") + nf);
+    }
+  } else if (family == "nvfp4" || family == "nvfp4-2d") {
+    add(qopt(family, "e2m1"), "standard");
+    for (const char* var : {"fast-math", "4over6", "4over6-mse"}) {
+      auto o = qopt(family, "e2m1");
+      o.variant = var;
+      add(o, var);
+    }
+    auto z = qopt(family, "e2m1");
+    z.zero_scale = "reference";
+    add(z, "zero-scale-reference");
+    if (family == "nvfp4") {
+      auto h = qopt(family, "e2m1");
+      h.hadamard = true;
+      add(h, "hadamard");
+      auto sr = qopt(family, "e2m1");
+      sr.rounding = "sr-a";
+      sr.sr_bits = 8;
+      add(sr, "sr-a-8");
+    }
+  } else if (family == "nvfp4-1level") {
+    add(qopt(family, "e2m1"), "standard");
+  }
+  return v;
+}
+
+Suite scheme_suite(const std::string& suite, const std::string& family, std::uint64_t seed) {
+  Suite s;
+  s.name = suite;
+  json cases = json::array();
+  int index = 0;
+  for (const Recipe& rc : scheme_recipes(family)) {
+    std::string profile_name;
+    const S::Options so = cli::build_options(rc.o, profile_name);
+    const bool two_d = so.block_rows > 1;
+    const bool nonfinite = family == "mx" || family == "tensor" || family == "nvfp4";
+    Rng rng(seed, suite + "/" + rc.label);
+    for (TensorCase& t : scheme_tensors(rng, so.block == 0 ? 16 : so.block, two_d, nonfinite)) {
+      if (t.name.rfind("nonfinite", 0) == 0 && family == "mx" && rc.o.nonfinite.empty() && rc.label != "e4m3-floor")
+        continue;  // NaN/Inf blocks: only under the rules that name a choice
+      if (so.variant == S::Variant::four_over_six || so.variant == S::Variant::four_over_six_mse ||
+          so.hadamard) {
+        // Keep these cases' rows a multiple of 16 where the scheme transforms 16x16 tiles.
+        if (so.hadamard && t.cols % 16 != 0) continue;
+      }
+      const S::Tensor x{t.rows, t.cols, t.x};
+      std::vector<std::uint32_t> rbits;
+      const bool stochastic = is_stochastic(so.element_policy.rounding);
+      if (stochastic)
+        for (std::size_t i = 0; i < t.x.size(); ++i)
+          rbits.push_back(static_cast<std::uint32_t>(rng.next() >> 56));  // 8 random bits per element
+      S::DelayedState state;
+      S::DelayedState state_in;
+      if (family == "delayed") {
+        state.max_algorithm = rc.label == "e4m3";
+        state.margin = rc.label == "e4m3" ? 0 : 1;
+        state.history = random_tensor(rng, 8, -4, 4);
+        state.history[3] = 0.0f;
+        state.scale = std::bit_cast<float>(0x42000000u);  // 32
+        state_in = state;
+      }
+      const S::Quantized q =
+          S::quantize(x, so, stochastic ? &rbits : nullptr, family == "delayed" ? &state : nullptr);
+      char id[32];
+      std::snprintf(id, sizeof id, "case-%03d", index);
+      const std::string dir = id;
+      const std::vector<std::uint64_t> shape = {static_cast<std::uint64_t>(t.rows), static_cast<std::uint64_t>(t.cols)};
+      auto with_case = [&](File f) {
+        f.meta["case"] = index;
+        s.files.push_back(std::move(f));
+      };
+      std::vector<std::uint64_t> xb;
+      for (float f : t.x) xb.push_back(f32_bits(f));
+      with_case(npy_file(dir + "/x.npy", "input", "x", formats::f32, shape, xb));
+      if (stochastic) {
+        // The random values are plain integers: '<u4', format "uint32".
+        File f = npy_file(dir + "/rbits.npy", "input", "rbits", formats::f32, shape,
+                          std::vector<std::uint64_t>(rbits.begin(), rbits.end()));
+        const std::vector<std::uint8_t> bytes =
+            io::encode_npy(io::DType::u32, shape,
+                           std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(f.bytes.data()) +
+                                                             (f.bytes.size() - rbits.size() * 4),
+                                                         rbits.size() * 4));
+        f.bytes.assign(bytes.begin(), bytes.end());
+        f.meta["format"] = "uint32";
+        f.meta["dtype"] = "<u4";
+        with_case(std::move(f));
+      }
+      if (family == "delayed") {
+        std::vector<std::uint64_t> h;
+        for (float f : state_in.history) h.push_back(f32_bits(f));
+        with_case(npy_file(dir + "/history_in.npy", "input", "history_in", formats::f32, {h.size()}, h));
+        with_case(npy_file(dir + "/scale_in.npy", "input", "scale_in", formats::f32, {1}, {f32_bits(state_in.scale)}));
+      }
+      std::vector<std::uint64_t> codes(q.codes.begin(), q.codes.end());
+      with_case(npy_file(dir + "/codes.npy", "expected", "codes", *q.element, shape, codes));
+      const std::vector<std::uint64_t> sshape = {static_cast<std::uint64_t>(q.scale_rows()),
+                                                 static_cast<std::uint64_t>(q.scale_cols())};
+      with_case(npy_file(dir + "/scales.npy", "expected", "scales", *q.scale_format, sshape, q.scales));
+      if (q.tensor_scale)
+        with_case(npy_file(dir + "/tensor_scale.npy", "expected", "tensor_scale", formats::f32, {1}, {*q.tensor_scale}));
+      if (family == "delayed") {
+        std::vector<std::uint64_t> h;
+        for (float f : state.history) h.push_back(f32_bits(f));
+        with_case(npy_file(dir + "/history_out.npy", "expected", "history_out", formats::f32, {h.size()}, h));
+        with_case(npy_file(dir + "/scale_out.npy", "expected", "scale_out", formats::f32, {1}, {f32_bits(state.scale)}));
+      }
+      json recipe = json::object();
+      for (const auto& [k, v] : cli::recipe_keys(rc.o, so, q, profile_name)) recipe[k] = v;
+      if (rc.o.scheme == "block1x128" || rc.o.scheme == "block128x128") recipe["quantization_format"] = rc.o.scheme;
+      if (stochastic) recipe["sr_bits"] = std::to_string(rc.o.sr_bits);
+      if (family == "delayed") {
+        recipe["algorithm"] = state_in.max_algorithm ? "max" : "most_recent";
+        recipe["margin"] = std::to_string(state_in.margin);
+      }
+      cases.push_back({{"index", index}, {"name", rc.label + "/" + t.name}, {"recipe", recipe}, {"shape", shape}});
+      ++index;
+    }
+  }
+  s.manifest["kind"] = "scheme";
+  s.manifest["scheme"] = family;
+  s.manifest["profile"] = nullptr;
+  s.manifest["cases"] = cases;
+  return s;
+}
+
+// ---- GEMM suites -----------------------------------------------------------------------------------
+
+// A random finite code of `f` (NaN and Inf codes are redrawn), or with `lo`..`hi` a code in that range.
+std::uint64_t finite_code(const Format& f, Rng& rng) {
+  for (;;) {
+    const std::uint64_t c = rng.next() & bits::ones(f.storage_bits());
+    if (f.valid_code(c) && !f.is_nan_code(c) && !f.is_inf_code(c)) return c;
+  }
+}
+
+// f32 / f16 / bf16 operands: moderate exponents so that sums neither overflow nor vanish.
+std::uint64_t moderate_code(const Format& f, Rng& rng) {
+  if (f.storage_bits() <= 8) return finite_code(f, rng);
+  const std::uint64_t r = rng.next();
+  const int M = f.mantissa_bits;
+  const std::uint64_t e = static_cast<std::uint64_t>(f.bias - 6) + rng.below(12);
+  const std::uint64_t code = ((r >> 63) << (f.exponent_bits + M)) | (e << M) | (r & bits::ones(M));
+  return code << f.code_shift;
+}
+
+gemm::Matrix random_matrix(const Format& f, int rows, int cols, Rng& rng) {
+  gemm::Matrix m{&f, rows, cols, {}};
+  for (int i = 0; i < rows * cols; ++i) m.codes.push_back(moderate_code(f, rng));
+  return m;
+}
+
+struct GemmSpec {
+  std::string model;
+  const Format* a;
+  const Format* b;
+  const Format* scale = nullptr;  // block scales
+  int scale_block = 0;
+  bool with_c = true;
+};
+
+std::vector<GemmSpec> gemm_specs(const std::string& model) {
+  namespace F = formats;
+  const gemm::TensorCoreModel* tc = gemm::find_model(model);
+  if (model == "exact")
+    return {{model, &F::e4m3, &F::e4m3}, {model, &F::e5m2, &F::e4m3}, {model, &F::bf16, &F::bf16},
+            {model, &F::e2m1, &F::e2m1}, {model, &F::e4m3, &F::e4m3, &F::e8m0, 32}, {model, &F::e2m1, &F::e2m1, &F::ue4m3, 16}};
+  if (model.rfind("f32-", 0) == 0) return {{model, &F::bf16, &F::bf16}, {model, &F::f16, &F::f16}, {model, &F::f32, &F::f32}};
+  if (model == "hopper-fp8-promote128") return {{model, &F::e4m3, &F::e4m3}, {model, &F::e5m2, &F::e4m3}};
+  if (model == "hopper-fp8-blockscaled") return {{model, &F::e4m3, &F::e4m3, &F::f32, 128}};
+  if (!tc) return {};
+  const std::string n = model;
+  if (n.find("tf32") != std::string::npos) return {{model, &F::f32, &F::f32}};
+  if (n.find("bf16") != std::string::npos) return {{model, &F::bf16, &F::bf16}};
+  if (n.find("f16") != std::string::npos && n.find("f8f6f4") == std::string::npos) return {{model, &F::f16, &F::f16}};
+  if (n == "ada-fp8" || n == "hopper-fp8") return {{model, &F::e4m3, &F::e4m3}, {model, &F::e5m2, &F::e4m3}};
+  if (n == "blackwell-f8f6f4")
+    return {{model, &F::e4m3, &F::e5m2}, {model, &F::e2m1, &F::e3m2}, {model, &F::e2m3, &F::e4m3}};
+  if (n == "blackwell-mxf8f6f4") return {{model, &F::e4m3, &F::e4m3, &F::e8m0, 32}, {model, &F::e2m1, &F::e5m2, &F::e8m0, 32}};
+  if (n == "blackwell-mxf4") return {{model, &F::e2m1, &F::e2m1, &F::e8m0, 32}};
+  if (n == "blackwell-mxf4nvf4") return {{model, &F::e2m1, &F::e2m1, &F::ue4m3, 16}};
+  return {};
+}
+
+std::vector<std::string> gemm_models() {
+  std::vector<std::string> v = {"exact", "f32-sequential", "f32-fma", "f32-pairwise", "f32-splitk4", "f32-blocked128"};
+  for (const gemm::TensorCoreModel& m : gemm::models()) v.push_back(m.name);
+  v.push_back("hopper-fp8-promote128");
+  v.push_back("hopper-fp8-blockscaled");
+  return v;
+}
+
+gemm::Matrix scale_matrix(const Format& f, int rows, int cols, Rng& rng) {
+  gemm::Matrix m{&f, rows, cols, {}};
+  for (int i = 0; i < rows * cols; ++i) {
+    if (same_format(f, formats::e8m0)) m.codes.push_back(124 + rng.below(7));        // 2^-3 .. 2^3
+    else if (same_format(f, formats::ue4m3)) m.codes.push_back(0x30 + rng.below(24));  // 0.5 .. 3.75
+    else m.codes.push_back(0x3e000000u + (rng.below(16) << 23) / 4 + (rng.next() & 0x7fffff));  // f32 around 1
+  }
+  return m;
+}
+
+Suite gemm_suite(const std::string& suite, const std::string& model, std::uint64_t seed) {
+  Suite s;
+  s.name = suite;
+  json cases = json::array();
+  int index = 0;
+  const gemm::TensorCoreModel* tc = gemm::find_model(model);
+  const gemm::TensorCoreModel* hopper = gemm::find_model("hopper-fp8");
+  for (const GemmSpec& sp : gemm_specs(model)) {
+    const int group = tc ? tc->group : 32;
+    struct Shape {
+      int m, n, k;
+      const char* kind;
+    };
+    std::vector<Shape> shapes = {{4, 3, 1, "random"}, {4, 3, 17, "random"}, {5, 4, 2 * group + 3, "random"},
+                                 {3, 5, 130, "random"}, {2, 3, group, "cancel"}};
+    if (model == "hopper-fp8-promote128" || model == "hopper-fp8-blockscaled") shapes.push_back({2, 130, 300, "random"});
+    if (!sp.scale) shapes.push_back({2, 2, group + 1, "specials"});
+    for (const Shape& sh : shapes) {
+      Rng rng(seed, suite + "/" + std::to_string(index));
+      gemm::Matrix a = random_matrix(*sp.a, sh.m, sh.k, rng);
+      gemm::Matrix b = random_matrix(*sp.b, sh.k, sh.n, rng);
+      if (std::string(sh.kind) == "cancel") {
+        // Row 0 of A times column 0 of B: max, -max, then the smallest positive value: an exact sum that
+        // truncating accumulators lose (README's 448 - 448 + 2^-6 example).
+        const std::uint64_t one_b = convert(formats::f32, 0x3f800000u, *sp.b, Policy{}).code;
+        const std::uint64_t mx = sp.a->max_finite_magnitude();
+        a.codes[0] = sp.a->encode(false, mx);
+        if (sh.k > 1) a.codes[1] = sp.a->encode(true, mx);
+        if (sh.k > 2) a.codes[2] = sp.a->encode(false, 1);
+        for (int k = 0; k < sh.k; ++k) b.codes[static_cast<std::size_t>(k) * sh.n] = one_b;
+      } else if (std::string(sh.kind) == "specials") {
+        if (sp.a->has_nan()) a.codes[0] = sp.a->nan_code(false);
+        if (sp.a->has_inf()) a.codes[static_cast<std::size_t>(sh.k) + 1] = sp.a->encode(false, sp.a->inf_magnitude());
+        a.codes[static_cast<std::size_t>(sh.k) + 2 < a.codes.size() ? static_cast<std::size_t>(sh.k) + 2 : 0] =
+            sp.a->encode(true, 0);
+      }
+      std::unique_ptr<gemm::Matrix> c;
+      if (sp.with_c) {
+        c = std::make_unique<gemm::Matrix>(random_matrix(formats::f32, sh.m, sh.n, rng));
+      }
+      gemm::Matrix as, bs;
+      const int kb = sp.scale ? (sh.k + sp.scale_block - 1) / sp.scale_block : 0;
+      const int bn = model == "hopper-fp8-blockscaled" ? (sh.n + 127) / 128 : sh.n;
+      if (sp.scale) {
+        as = scale_matrix(*sp.scale, sh.m, kb, rng);
+        bs = scale_matrix(*sp.scale, kb, bn, rng);
+      }
+      std::vector<std::uint64_t> d;
+      const Format* out = &formats::f32;
+      if (model == "exact") {
+        if (sp.scale) d = gemm::exact_block_scaled(a, b, as, bs, sp.scale_block, 1, c.get(), formats::f32, Policy{});
+        else d = gemm::exact(a, b, c.get());
+      } else if (model.rfind("f32-", 0) == 0) {
+        gemm::OrderOptions oo;
+        if (model == "f32-sequential") oo.order = gemm::Order::sequential;
+        else if (model == "f32-fma") oo.order = gemm::Order::sequential_fma;
+        else if (model == "f32-pairwise") oo.order = gemm::Order::pairwise;
+        else if (model == "f32-splitk4") oo.order = gemm::Order::split_k;
+        else oo.order = gemm::Order::blocked;
+        d = gemm::accumulate(a, b, c.get(), oo);
+      } else if (model == "hopper-fp8-promote128") {
+        d = gemm::run_promoted(*hopper, 128, a, b, c.get());
+      } else if (model == "hopper-fp8-blockscaled") {
+        d = gemm::run_block_scaled(*hopper, a, b, as, bs, c.get());
+      } else {
+        if (tc->output == gemm::Output::f16_rne) out = &formats::f16;
+        d = sp.scale ? gemm::run_model(*tc, a, b, c.get(), &as, &bs) : gemm::run_model(*tc, a, b, c.get());
+      }
+      char id[32];
+      std::snprintf(id, sizeof id, "case-%03d", index);
+      const std::string dir = id;
+      auto with_case = [&](File f) {
+        f.meta["case"] = index;
+        s.files.push_back(std::move(f));
+      };
+      auto u = [](int v) { return static_cast<std::uint64_t>(v); };
+      with_case(npy_file(dir + "/a.npy", "input", "a", *sp.a, {u(sh.m), u(sh.k)}, a.codes));
+      with_case(npy_file(dir + "/b.npy", "input", "b", *sp.b, {u(sh.k), u(sh.n)}, b.codes));
+      if (c) with_case(npy_file(dir + "/c.npy", "input", "c", formats::f32, {u(sh.m), u(sh.n)}, c->codes));
+      if (sp.scale) {
+        with_case(npy_file(dir + "/a_scales.npy", "input", "a_scales", *sp.scale, {u(sh.m), u(kb)}, as.codes));
+        with_case(npy_file(dir + "/b_scales.npy", "input", "b_scales", *sp.scale, {u(kb), u(bn)}, bs.codes));
+      }
+      with_case(npy_file(dir + "/d.npy", "expected", "d", *out, {u(sh.m), u(sh.n)}, d));
+      json recipe = {{"model", model}, {"a_format", sp.a->name}, {"b_format", sp.b->name}, {"d_format", out->name}};
+      if (sp.scale) {
+        recipe["scale_format"] = sp.scale->name;
+        recipe["scale_block"] = sp.scale_block;
+        if (model == "hopper-fp8-blockscaled") recipe["b_scale_block"] = "128x128";
+      }
+      recipe["c"] = c != nullptr;
+      cases.push_back({{"index", index},
+                       {"name", std::string(sh.kind) + "-" + std::to_string(sh.m) + "x" + std::to_string(sh.n) + "x" +
+                                    std::to_string(sh.k)},
+                       {"recipe", recipe},
+                       {"m", sh.m},
+                       {"n", sh.n},
+                       {"k", sh.k}});
+      ++index;
+    }
+  }
+  s.manifest["kind"] = "gemm";
+  s.manifest["model"] = model;
+  s.manifest["profile"] = nullptr;
+  s.manifest["cases"] = cases;
+  return s;
+}
+
+std::string scheme_description(const std::string& f) {
+  if (f == "tensor") return "per-tensor current scaling (TE compute_scale_from_amax), e4m3/e5m2, f32 and pow2 scales";
+  if (f == "delayed") return "delayed scaling: one step from a given amax history and scale (max, most_recent)";
+  if (f == "channel") return "per-channel scaling (the per-tensor rule per column)";
+  if (f == "token") return "per-token scaling (the per-tensor rule per row)";
+  if (f == "block") return "blockwise FP8: 1x128 and 128x128 blocks, f32 and pow2 scales";
+  if (f == "mx") return "OCP MX: every element format, scale rules floor/ceil/even/rceil/rne, NaN/Inf choices";
+  if (f == "nvfp4") return "two-level NVFP4 1x16: standard, fast-math, 4over6, zero-scale, Hadamard, sr-a";
+  if (f == "nvfp4-2d") return "two-level NVFP4 16x16 blocks: standard, fast-math, 4over6, zero-scale";
+  return "single-level NVFP4 (torchao)";
+}
+
+const char* const scheme_families[] = {"tensor", "delayed", "channel", "token", "block",
+                                       "mx",     "nvfp4",   "nvfp4-2d", "nvfp4-1level"};
+
+}  // namespace
+
+std::vector<SuiteInfo> suites() {
+  std::vector<SuiteInfo> v;
+  for (const Profile& p : profiles())
+    v.push_back({std::string("convert-") + p.name,
+                 std::string("element conversions under ") + p.name +
+                     ": every source of <=8 bits exhaustively, f16/bf16/f32/f64 by pattern sets and seeded random cases",
+                 true});
+  for (const Profile& p : profiles())
+    v.push_back({std::string("convert16-") + p.name,
+                 std::string("element conversions under ") + p.name + ": every bf16 and f16 input (on demand)", false});
+  for (const char* f : scheme_families) v.push_back({std::string("scheme-") + f, scheme_description(f), true});
+  for (const std::string& m : gemm_models())
+    v.push_back({"gemm-" + m, "GEMM under model " + m + ": random, cancelling and special operands", true});
+  return v;
+}
+
+Suite generate(const std::string& name, std::uint64_t seed) {
+  Suite s;
+  std::string description;
+  for (const SuiteInfo& i : suites())
+    if (i.name == name) description = i.description;
+  if (description.empty()) throw std::invalid_argument("--suite: unknown suite '" + name + "' (see `lowbit vectors list`)");
+  if (name.rfind("convert16-", 0) == 0) s = convert_suite(name, *find_profile(name.substr(10)), true, seed);
+  else if (name.rfind("convert-", 0) == 0) s = convert_suite(name, *find_profile(name.substr(8)), false, seed);
+  else if (name.rfind("scheme-", 0) == 0) s = scheme_suite(name, name.substr(7), seed);
+  else s = gemm_suite(name, name.substr(5), seed);
+  std::sort(s.files.begin(), s.files.end(), [](const File& a, const File& b) { return a.path < b.path; });
+  s.manifest["schema"] = schema_version;
+  s.manifest["generator"] = generator_version;
+  s.manifest["suite"] = name;
+  s.manifest["seed"] = seed;
+  s.manifest["description"] = description;
+  return s;
+}
+
+std::string manifest_text(const Suite& s) {
+  json m = s.manifest;
+  json files = json::array();
+  for (const File& f : s.files) {
+    json j = f.meta;
+    j["path"] = f.path;
+    j["role"] = f.role;
+    j["bytes"] = f.bytes.size();
+    j["sha256"] = cli::Sha256::of(f.bytes);
+    files.push_back(j);
+  }
+  m["files"] = files;
+  return m.dump(1, ' ', true) + "\n";
+}
+
+std::string checksum_line(const std::string& manifest) { return cli::Sha256::of(manifest) + "  manifest.json\n"; }
+
+void write_suite(const Suite& s, const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
+    throw cli::InputError("--out: '" + dir + "' exists and is not an empty folder");
+  const fs::path target = fs::absolute(fs::path(dir)).lexically_normal();
+  const fs::path tmp = target.parent_path() / (target.filename().string() + ".tmp-lowbit");
+  fs::remove_all(tmp, ec);
+  try {
+    fs::create_directories(tmp);
+    auto put = [&](const std::string& rel, const std::string& bytes) {
+      const fs::path p = tmp / rel;
+      fs::create_directories(p.parent_path());
+      std::ofstream out(p, std::ios::binary | std::ios::trunc);
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      if (!out) throw cli::InputError("--out: cannot write '" + (target / rel).string() + "'");
+    };
+    for (const File& f : s.files) put(f.path, f.bytes);
+    const std::string m = manifest_text(s);
+    put("manifest.json", m);
+    put("manifest.json.sha256", checksum_line(m));
+    if (fs::exists(target, ec)) fs::remove(target);
+    fs::rename(tmp, target);
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ec);
+    throw cli::InputError("--out: cannot write '" + dir + "': " + e.code().message());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+}  // namespace lowbit::vectors
