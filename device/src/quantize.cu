@@ -5,8 +5,12 @@
 //   block amax   (general route) per-chunk block maxima merged across a warp with __match_any_sync, one
 //                atomic per block per warp step; channel blocks take a column kernel (one atomic per slab)
 //   scales       (general route) one thread per block: the shared rules of lowbit/scale_rules.hpp
-//   elements     (general route) 16-byte loads, no atomics: x times the block's multiplier, converted
-//   rows         (rows route) a group of threads per row-local block: amax by shuffles, scale, elements
+//   elements     (general route) 16-byte loads (k_unroll_of<HW> rows in flight per thread), no atomics: x
+//                times the block's multiplier, converted, four codes per 32-bit store
+//   rows         (rows route) a group of threads per row-local block, several blocks per group step with
+//                all loads issued first: amax by redux / shuffles, each scale computed once and shuffled to
+//                its group, elements converted from registers, four codes per 32-bit store
+// The software conversion is called out of line once per four elements (code4_call): one copy per kernel.
 // Amaxes are |x| bit patterns (for values >= +0 the pattern order is the value order); NaN reads as +0 and
 // sets a flag, as the reference's one-pass table does (scale.cpp block_amaxes).  Which NaN a propagating
 // amax returns never reaches an output (every rule maps a NaN amax to a fixed result), so the flag suffices.
