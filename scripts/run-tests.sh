@@ -34,4 +34,16 @@ start=$SECONDS
 status=0
 ctest "${ctest_args[@]}" || status=$?
 echo "[tests] tier $tier finished in $((SECONDS - start))s with status $status"
+
+# The quick tier also runs the hardening checks: the sanitize subset under ASan + UBSan, a smoke run of
+# every fuzz target, and determinism across compilers (scripts/run-sanitize.sh), when LOWBIT_SANITIZE=1.
+# Off by default until its cost on a clean 2-core CI machine is measured (the ASan build of the fuzz
+# targets alone compiles for 15-30 minutes there); CI runs it once that fits the budget.
+if [[ $tier == quick && ${LOWBIT_SANITIZE:-0} != 0 ]]; then
+  start=$SECONDS
+  sanitize_status=0
+  scripts/run-sanitize.sh || sanitize_status=$?
+  echo "[tests] sanitize, fuzz smoke and determinism finished in $((SECONDS - start))s with status $sanitize_status"
+  if ((status == 0)); then status=$sanitize_status; fi
+fi
 exit "$status"

@@ -608,6 +608,16 @@ TEST_F(IoTest, SafetensorsHeaderNotJsonObject) {
   expect_file_error([&] { lowbit::io::read_safetensors(p); }, p, "key \"x\"", "must be an object");
 }
 
+// Found by fuzz_files: a JSON number beyond a double (nlohmann's out_of_range.406, not a parse_error)
+// escaped parse_safetensors as a foreign exception and aborted the command line.
+TEST_F(IoTest, SafetensorsHeaderNumberTooLargeForADouble) {
+  const std::string p = path("bad.safetensors");
+  spit(p, st_bytes(R"({"x":{"dtype":"F32","shape":[1e999],"data_offsets":[0,4]}})", pattern(4, 1)));
+  expect_file_error([&] { lowbit::io::read_safetensors(p); }, p, "byte 8", "invalid JSON header");
+  spit(p, st_bytes(R"({"__metadata__":{"a":"b"},"x":-31e431})", {}));
+  expect_file_error([&] { lowbit::io::read_safetensors(p); }, p, "byte 8", "number overflow");
+}
+
 TEST_F(IoTest, SafetensorsTruncatedData) {
   const std::string p = path("bad.safetensors");
   const Bytes good = st_bytes(kTwo, pattern(8, 1));

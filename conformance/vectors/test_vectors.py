@@ -1,8 +1,9 @@
 """Golden vectors, `lowbit check` and `lowbit gate` (issue 6; vectors/SPEC.md).
 
 Determinism (the committed sets regenerate byte for byte), tamper detection (exit 2 naming the file),
-mismatch reports (exit 1 naming the suite, the case and both decoded values), the planted-bug and
-CUDA-host plugins, and JUnit XML read back with junitparser.  Expected values are worked out by hand
+mismatch reports (exit 1 naming the suite, the case and both decoded values), the planted-bug plugin
+(its convert with the planted ulp, its quantize passing every scheme suite and, with
+LOWBIT_PLANTED_QUANTIZE_BUG=1, caught), the CUDA-host plugin, and JUnit XML read back with junitparser.  Expected values are worked out by hand
 from SEMANTICS.md in the comments; none is produced by lowbit.
 """
 import hashlib
@@ -20,8 +21,9 @@ PLANTED = os.environ.get("LOWBIT_PLANTED_PLUGIN")
 CUDA = os.environ.get("LOWBIT_CUDA_PLUGIN")
 
 
-def run(*args):
-    p = subprocess.run([LOWBIT, *map(str, args)], capture_output=True, text=True, check=False)
+def run(*args, env=None):
+    p = subprocess.run([LOWBIT, *map(str, args)], capture_output=True, text=True, check=False,
+                       env=None if env is None else {**os.environ, **env})
     return p.returncode, p.stdout, p.stderr
 
 
@@ -289,11 +291,68 @@ def test_gate_catches_the_planted_one_ulp_error(tmp_path):
 
 
 @pytest.mark.skipif(not PLANTED, reason="LOWBIT_PLANTED_PLUGIN not set")
-def test_gate_reports_unimplemented_entry_points_as_skipped():
-    rc, out, err = run("gate", "--plugin", PLANTED, "--suite", "scheme-tensor", "--suite", "convert-p3109")
+def test_gate_reports_unimplemented_recipes_as_skipped():
+    # The planted plugin's gemm runs only the f32-sequential model; the others answer UNSUPPORTED.
+    cases = len(json.loads((GOLDEN / "gemm-exact/manifest.json").read_text())["cases"])
+    rc, out, err = run("gate", "--plugin", PLANTED, "--suite", "gemm-exact", "--suite", "convert-p3109")
     assert rc == 0, out + err
-    assert "scheme-tensor: 0 cases in 0 unit(s), 15 skipped" in out
+    assert f"gemm-exact: 0 cases in 0 unit(s), {cases} skipped" in out
     assert "convert-p3109:" in out and "0 mismatches  ok" in out
+
+
+SCHEMES = ["tensor", "delayed", "channel", "token", "block", "mx", "nvfp4", "nvfp4-2d", "nvfp4-1level"]
+
+
+@pytest.mark.skipif(not PLANTED, reason="LOWBIT_PLANTED_PLUGIN not set")
+def test_gate_passes_every_scheme_suite_through_the_quantize_entry_point(tmp_path):
+    """The planted plugin's quantize is lowbit's reference quantizer behind the C ABI: every case of
+    every scheme suite runs (none skipped) and matches, delayed scaling's history and scale included."""
+    junitparser = pytest.importorskip("junitparser")
+    args = [a for s in SCHEMES for a in ("--suite", f"scheme-{s}")]
+    rc, out, err = run("gate", "--plugin", PLANTED, *args, "--junit", tmp_path / "q.xml")
+    assert rc == 0, out + err
+    for s in SCHEMES:
+        cases = len(json.loads((GOLDEN / f"scheme-{s}/manifest.json").read_text())["cases"])
+        line = next(l for l in out.splitlines() if l.startswith(f"scheme-{s}: "))
+        assert f" in {cases} unit(s), 0 mismatches  ok" in line and "skipped" not in line, line
+    xml = junitparser.JUnitXml.fromfile(str(tmp_path / "q.xml"))
+    cases = [c for s in xml for c in s]
+    assert cases and all(c.is_passed for c in cases)
+
+
+@pytest.mark.skipif(not PLANTED, reason="LOWBIT_PLANTED_PLUGIN not set")
+def test_gate_catches_a_wrong_quantized_code_and_names_it(tmp_path):
+    """LOWBIT_PLANTED_QUANTIZE_BUG=1: e4m3 codes of [8, 16) above 8 (0x51..0x57 in magnitude) come back one
+    ulp (1.0 there) too small.  The gate names the suite, the case, the element and both decoded values."""
+    junitparser = pytest.importorskip("junitparser")
+    manifest = json.loads((GOLDEN / "scheme-tensor/manifest.json").read_text())
+    rc, out, err = run("gate", "--plugin", PLANTED, "--suite", "scheme-tensor", "--suite", "scheme-mx",
+                       "--max-report", "1000", "--junit", tmp_path / "q.xml", env={"LOWBIT_PLANTED_QUANTIZE_BUG": "1"})
+    assert rc == 1, out + err
+    bad = [l.strip() for l in out.splitlines() if "expected 0x" in l]
+    assert bad, out
+    for line in bad:
+        assert line.startswith(("scheme-tensor case-", "scheme-mx case-")) and "/codes.npy[" in line, line
+        exp = int(line.split("expected 0x")[1][:2], 16)
+        act = int(line.split("actual 0x")[1][:2], 16)
+        # One code lower in the same sign and binade: e4m3 magnitudes 0x51..0x57 are 9..15 (bias 7,
+        # exponent field 10, 3 mantissa bits, so a step of 1.0).
+        assert exp - act == 1 and 0x50 <= (act & 0x7F) <= 0x56, line
+        v_exp = float(line.split(f"expected 0x{exp:02x} (")[1].split(")")[0])
+        v_act = float(line.split(f"actual 0x{act:02x} (")[1].split(")")[0])
+        sign = -1 if exp & 0x80 else 1
+        assert v_exp == sign * (8 + (exp & 7)) and v_act == sign * (8 + (act & 7)), line
+    # Only e4m3 recipes fail: in scheme-tensor the e4m3 and e4m3-pow2 cases, never e5m2.
+    tensor_bad = {int(l.split("case-")[1][:3]) for l in bad if l.startswith("scheme-tensor")}
+    names = {c["index"]: c["name"] for c in manifest["cases"]}
+    assert tensor_bad and all(names[i].startswith("e4m3") for i in tensor_bad)
+    xml = junitparser.JUnitXml.fromfile(str(tmp_path / "q.xml"))
+    failed = {c.name for s in xml for c in s if c.result and c.result[0].__class__.__name__ == "Failure"}
+    # JUnit names a tensor case "case-NNN <recipe>/<tensor>".
+    assert {f"case-{i:03d} {names[i]}" for i in tensor_bad} <= failed, failed
+    # Without the switch the same plugin passes the same suites.
+    rc, out, err = run("gate", "--plugin", PLANTED, "--suite", "scheme-tensor", "--suite", "scheme-mx")
+    assert rc == 0, out + err
 
 
 @pytest.mark.skipif(not CUDA, reason="the CUDA toolkit's headers were not found at configure time")

@@ -2,16 +2,23 @@
 // rne returns one ulp too little for a result that rounded away from zero in the binade [8, 16).  The
 // gate's tests prove that `lowbit gate` catches it and names the element; every other conversion
 // passes.  It also runs the f32-sequential GEMM (acc = fl(acc + fl(a * b)) from C, in K order) to
-// exercise the gemm entry point, and leaves quantize out (those suites are reported as skipped).
+// exercise the gemm entry point (other models are reported as skipped), and quantizes every scheme
+// suite's recipe with lowbit's own reference quantizer (lowbit::scale::quantize) to exercise the
+// quantize entry point: it passes, unless the environment sets LOWBIT_PLANTED_QUANTIZE_BUG=1, which
+// plants the same kind of error there: an e4m3 element code in the binade [8, 16) (magnitude codes
+// 0x51..0x57) comes out one ulp too small.
 #include <bit>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "lowbit/convert.hpp"
 #include "lowbit/plugin.h"
 #include "lowbit/profile.hpp"
 #include "lowbit/registry.hpp"
+#include "lowbit/scale.hpp"
 
 namespace {
 
@@ -77,7 +84,8 @@ float as_float(const lowbit_array& a, std::uint64_t i) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(r.code));
 }
 
-const lowbit_array* find(const lowbit_array* v, uint32_t n, const char* name) {
+template <class A>
+A* find(A* v, uint32_t n, const char* name) {
   for (uint32_t i = 0; i < n; ++i)
     if (std::strcmp(v[i].name, name) == 0) return &v[i];
   return nullptr;
@@ -107,10 +115,189 @@ int gemm(const char* recipe, const lowbit_array* in, uint32_t n_in, lowbit_array
   return LOWBIT_PLUGIN_OK;
 }
 
+// ---- quantize: the recipe object of a scheme suite into lowbit::scale::Options --------------------
+
+// The recipes of the scheme suites are flat JSON objects of strings without escapes (vectors/SPEC.md
+// section 3), e.g. {"block_size":"32","element":"e4m3","quantization_format":"mx",...}.
+bool recipe_value(const std::string& recipe, const char* key, std::string& value) {
+  const std::string k = std::string("\"") + key + "\":\"";
+  const auto at = recipe.find(k);
+  if (at == std::string::npos) return false;
+  const auto end = recipe.find('"', at + k.size());
+  if (end == std::string::npos) return false;
+  value = recipe.substr(at + k.size(), end - at - k.size());
+  return true;
+}
+
+bool positive(const std::string& t, int& v) {
+  if (t.empty() || t.size() > 6 || t.find_first_not_of("0123456789") != std::string::npos) return false;
+  v = std::stoi(t);
+  return v > 0;
+}
+
+// The options `lowbit quantize` builds for the same keys (no profile: the suites name none).  false:
+// a key or value this example does not know (the case is reported as skipped).
+bool options_from(const std::string& recipe, lowbit::scale::Options& so, int& sr_bits) {
+  namespace S = lowbit::scale;
+  static const char* const known[] = {"quantization_format", "element", "block_size", "scale_rule", "scale_format",
+                                      "nonfinite", "variant", "zero_scale", "hadamard", "rounding", "sr_bits",
+                                      "algorithm", "margin"};
+  // Every key of the recipe must be one this example reads.
+  for (std::size_t at = recipe.find('"'); at != std::string::npos;) {
+    const auto end = recipe.find('"', at + 1);
+    if (end == std::string::npos) return false;
+    const std::string key = recipe.substr(at + 1, end - at - 1);
+    bool ok = false;
+    for (const char* k : known) ok = ok || key == k;
+    if (!ok) return false;
+    const auto value_end = recipe.find('"', recipe.find('"', end + 1) + 1);  // skip the value
+    if (value_end == std::string::npos) return false;
+    at = recipe.find('"', value_end + 1);
+  }
+  std::string v;
+  if (!recipe_value(recipe, "quantization_format", v)) return false;
+  const auto scheme = S::parse_scheme(v == "block1x128" || v == "block128x128" ? "block" : v);
+  if (!scheme) return false;
+  so.scheme = *scheme;
+  if (v == "block128x128") so.block_rows = so.block = 128;
+  if (recipe_value(recipe, "element", v) && !(so.element = lowbit::find_format(v))) return false;
+  if (recipe_value(recipe, "block_size", v)) {
+    const auto x = v.find('x');
+    if (x == std::string::npos) {
+      if (!positive(v, so.block)) return false;
+    } else if (!positive(v.substr(0, x), so.block_rows) || !positive(v.substr(x + 1), so.block)) {
+      return false;
+    }
+  }
+  if (recipe_value(recipe, "scale_rule", v)) {
+    if (v == "floor") so.mx_rule = S::MxRule::floor;
+    else if (v == "ceil") so.mx_rule = S::MxRule::ceil;
+    else if (v == "even") so.mx_rule = S::MxRule::even;
+    else if (v == "rceil") so.mx_rule = S::MxRule::rceil;
+    else if (v == "rne") so.mx_rule = S::MxRule::rne;
+    else return false;
+  }
+  if (recipe_value(recipe, "scale_format", v)) {
+    if (v == "f32") so.scale_format = S::ScaleFormat::f32;
+    else if (v == "pow2") so.scale_format = S::ScaleFormat::pow2;
+    else return false;
+  }
+  if (recipe_value(recipe, "nonfinite", v)) {
+    if (v == "scale-nan") so.nonfinite = S::NonFinite::scale_nan;
+    else if (v == "propagate") so.nonfinite = S::NonFinite::propagate;
+    else if (v == "amax") so.nonfinite = S::NonFinite::amax;
+    else return false;
+  }
+  if (recipe_value(recipe, "variant", v)) {
+    if (v == "fast-math") so.variant = S::Variant::fast_math;
+    else if (v == "4over6") so.variant = S::Variant::four_over_six;
+    else if (v == "4over6-mse") so.variant = S::Variant::four_over_six_mse;
+    else if (v != "standard") return false;
+  }
+  if (recipe_value(recipe, "zero_scale", v)) {
+    if (v == "reference") so.zero_scale = S::ZeroScale::reference;
+    else if (v != "kernel") return false;
+  }
+  if (recipe_value(recipe, "hadamard", v)) {
+    if (v != "true" && v != "false") return false;
+    so.hadamard = v == "true";
+  }
+  if (!S::normalize(so).empty()) return false;
+  lowbit::PolicyRequest req;
+  if (recipe_value(recipe, "rounding", v) && !(req.rounding = lowbit::parse_rounding(v))) return false;
+  sr_bits = 0;
+  if (recipe_value(recipe, "sr_bits", v) && !positive(v, sr_bits)) return false;
+  req.overflow = lowbit::Overflow::satfinite;  // schemes always clamp to the element's range
+  req.sr_bits = sr_bits;
+  std::string error;
+  const auto resolved = lowbit::resolve(nullptr, *so.element, req, error);
+  if (!resolved) return false;
+  so.element = resolved->target;
+  so.element_policy = resolved->policy;
+  return true;
+}
+
+std::uint32_t f32_word(const lowbit_array& a, std::uint64_t i) { return static_cast<std::uint32_t>(load(a.data, i, 4)); }
+
+int quantize(const char* recipe_json, const lowbit_array* in, uint32_t n_in, lowbit_array* out, uint32_t n_out) {
+  namespace S = lowbit::scale;
+  const std::string recipe = recipe_json;
+  S::Options so;
+  int sr_bits = 0;
+  if (!options_from(recipe, so, sr_bits)) return LOWBIT_PLUGIN_UNSUPPORTED;
+  const lowbit_array* x = find(in, n_in, "x");
+  lowbit_array* codes = find(out, n_out, "codes");
+  lowbit_array* scales = find(out, n_out, "scales");
+  if (!x || x->rank != 2 || x->element_bytes != 4 || !codes || !scales) {
+    last = "quantize: expected an f32 [rows, cols] x, and codes and scales";
+    return LOWBIT_PLUGIN_ERROR;
+  }
+  S::Tensor t{static_cast<int>(x->shape[0]), static_cast<int>(x->shape[1]), {}};
+  for (std::uint64_t i = 0; i < x->count; ++i) t.data.push_back(std::bit_cast<float>(f32_word(*x, i)));
+  std::vector<std::uint32_t> rbits;
+  const lowbit_array* r = find(in, n_in, "rbits");
+  if (lowbit::is_stochastic(so.element_policy.rounding)) {
+    if (!r || r->count != x->count || r->element_bytes != 4) {
+      last = "quantize: a stochastic recipe needs rbits of x's shape";
+      return LOWBIT_PLUGIN_ERROR;
+    }
+    for (std::uint64_t i = 0; i < r->count; ++i) rbits.push_back(f32_word(*r, i));
+  }
+  S::DelayedState state;
+  const bool delayed = so.scheme == S::Scheme::delayed;
+  if (delayed) {
+    const lowbit_array* h = find(in, n_in, "history_in");
+    const lowbit_array* s = find(in, n_in, "scale_in");
+    std::string v;
+    if (!h || !s || s->count != 1 || !recipe_value(recipe, "algorithm", v)) {
+      last = "quantize: the delayed scheme needs history_in, scale_in and an algorithm";
+      return LOWBIT_PLUGIN_ERROR;
+    }
+    state.max_algorithm = v == "max";
+    if (recipe_value(recipe, "margin", v)) state.margin = std::stoi(v);
+    for (std::uint64_t i = 0; i < h->count; ++i) state.history.push_back(std::bit_cast<float>(f32_word(*h, i)));
+    state.scale = std::bit_cast<float>(f32_word(*s, 0));
+  }
+  S::Quantized q = S::quantize(t, so, rbits.empty() ? nullptr : &rbits, delayed ? &state : nullptr);
+  if (codes->count != q.codes.size() || scales->count != q.scales.size()) {
+    last = "quantize: the outputs' shapes differ from the quantizer's";
+    return LOWBIT_PLUGIN_ERROR;
+  }
+  const char* bug = std::getenv("LOWBIT_PLANTED_QUANTIZE_BUG");
+  const bool planted = bug && std::strcmp(bug, "1") == 0 && q.element == &lowbit::formats::e4m3;
+  for (std::size_t i = 0; i < q.codes.size(); ++i) {
+    std::uint8_t c = q.codes[i];
+    // The planted bug: an e4m3 code of [8, 16) (exponent field 10) above the binade's first, one ulp low.
+    if (planted && (c & 0x78) == 0x50 && (c & 0x07) != 0) c = static_cast<std::uint8_t>(c - 1);
+    store(codes->data, i, codes->element_bytes, c);
+  }
+  for (std::size_t i = 0; i < q.scales.size(); ++i) store(scales->data, i, scales->element_bytes, q.scales[i]);
+  if (lowbit_array* ts = find(out, n_out, "tensor_scale")) {
+    if (!q.tensor_scale || ts->count != 1) {
+      last = "quantize: tensor_scale expected but the recipe has none";
+      return LOWBIT_PLUGIN_ERROR;
+    }
+    store(ts->data, 0, 4, *q.tensor_scale);
+  }
+  if (delayed) {
+    lowbit_array* h = find(out, n_out, "history_out");
+    lowbit_array* s = find(out, n_out, "scale_out");
+    if (!h || !s || h->count != state.history.size() || s->count != 1) {
+      last = "quantize: the delayed scheme writes history_out and scale_out";
+      return LOWBIT_PLUGIN_ERROR;
+    }
+    for (std::size_t i = 0; i < state.history.size(); ++i) store(h->data, i, 4, std::bit_cast<std::uint32_t>(state.history[i]));
+    store(s->data, 0, 4, std::bit_cast<std::uint32_t>(state.scale));
+  }
+  return LOWBIT_PLUGIN_OK;
+}
+
 const char* last_error() { return last.c_str(); }
 
-const lowbit_plugin table = {LOWBIT_PLUGIN_ABI_VERSION, sizeof(lowbit_plugin), "planted-bug (lowbit fast path, one "
-                             "planted ulp in f32->e4m3 rne [8, 16))", convert, nullptr, gemm, last_error};
+const lowbit_plugin table = {LOWBIT_PLUGIN_ABI_VERSION, sizeof(lowbit_plugin),
+                             "planted-bug (lowbit fast path, one planted ulp in f32->e4m3 rne [8, 16); lowbit's "
+                             "quantizer)",
+                             convert, quantize, gemm, last_error};
 
 }  // namespace
 

@@ -509,6 +509,10 @@ json parse_header_json(std::string_view text, std::uint64_t base, const std::str
     const std::uint64_t at = base + (e.byte > 0 ? e.byte - 1 : 0);
     std::string what = e.what();
     fail_at(path, at, "invalid JSON header: " + what);
+  } catch (const json::exception& e) {
+    // A number the parser cannot hold (1e999 overflows a double: out_of_range.406) has no byte offset;
+    // the header is named from its first byte.
+    fail_at(path, base, std::string("invalid JSON header: ") + e.what());
   }
 }
 

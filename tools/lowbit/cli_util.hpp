@@ -90,6 +90,13 @@ inline void write_all(const std::string& path, const std::string& text, const st
   }
 }
 
+// The rows of lowbit::profile_differences() as JSON (profile_diff_json.cpp), for `lowbit profiles --diff
+// --json` and the accuracy report: per row target, input, shows and results, a profile's cell null where
+// it has no such conversion, else target, rounding, overflow and either unsupported: true (code and value
+// null) or code, value and flags.  value: the exact decimal, or with `short_values` the short form of
+// `lowbit profiles --diff` followed by exact_value, the exact decimal.
+nlohmann::ordered_json profile_difference_rows(bool short_values);
+
 // Run a subcommand body: an InputError prints its message and exits 2.
 template <class F>
 void guarded(F&& body) {

@@ -209,6 +209,8 @@ void run_gemm(GemmOptions& o) {
       j = json::parse(text);
     } catch (const json::parse_error& e) {
       throw InputError(std::string("--a: malformed JSON at byte ") + std::to_string(e.byte) + ": " + e.what());
+    } catch (const json::exception& e) {  // a number too large for a double (out_of_range.406)
+      throw InputError(std::string("--a: malformed JSON: ") + e.what());
     }
   }
   if (!j.is_object()) throw InputError("--a: expected one JSON object");

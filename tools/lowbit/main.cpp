@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli_util.hpp"
 #include "commands.hpp"
 #include "lowbit/batch.hpp"
 #include "lowbit/convert.hpp"
@@ -319,32 +320,8 @@ void run_profiles(bool diff, bool as_json) {
   }
   const std::vector<lowbit::DiffRow> rows = lowbit::profile_differences();
   if (as_json) {
-    json out = json::array();
-    for (const lowbit::DiffRow& r : rows) {
-      json j{{"target", r.probe->target}, {"input", r.probe->input}, {"shows", r.probe->shows}};
-      json results = json::object();
-      for (const lowbit::DiffCell& c : r.cells) {
-        if (!c.available) {
-          results[c.profile->name] = nullptr;
-          continue;
-        }
-        json cj{{"target", c.target->name},
-                {"rounding", lowbit::name(c.policy.rounding)},
-                {"overflow", lowbit::name(c.policy.overflow)}};
-        if (c.unsupported) {
-          cj["code"] = nullptr;
-          cj["value"] = nullptr;
-          cj["unsupported"] = true;
-        } else {
-          cj["code"] = hex_code(*c.target, c.result.code);
-          cj["value"] = c.value;
-          cj["flags"] = flags_text(c.result.flags);
-        }
-        results[c.profile->name] = cj;
-      }
-      j["results"] = results;
-      out.push_back(j);
-    }
+    // Sorted keys (nlohmann::json), as before the rows were shared with the report.
+    const json out = lowbit::cli::profile_difference_rows(false);
     std::cout << out.dump(2) << '\n';
     return;
   }

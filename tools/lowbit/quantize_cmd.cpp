@@ -86,6 +86,8 @@ S::DelayedState read_state(const std::string& path) {
     j = json::parse(read_all(path, "--state"));
   } catch (const json::parse_error& e) {
     throw InputError("--state: '" + path + "': malformed JSON at byte " + std::to_string(e.byte));
+  } catch (const json::exception& e) {  // a number too large for a double (out_of_range.406)
+    throw InputError("--state: '" + path + "': malformed JSON: " + e.what());
   }
   try {
     for (const json& h : j.at("history"))
@@ -309,6 +311,7 @@ void run_dequantize_text(const DequantizeOptions& o) {
   try {
     j = json::parse(read_all(o.in, "--in"));
   } catch (const json::parse_error& e) { throw InputError("--in: malformed JSON at byte " + std::to_string(e.byte)); }
+  catch (const json::exception& e) { throw InputError(std::string("--in: malformed JSON: ") + e.what()); }
   if (!j.is_object()) throw InputError("--in: expected the JSON object that quantize writes");
   auto need = [&](const char* key) -> const json& {
     if (!j.contains(key)) throw InputError(std::string("--in: \"") + key + "\" is missing");
@@ -916,6 +919,8 @@ void run_dequantize_dir(const DequantizeOptions& o) {
       j = json::parse(ss.str());
     } catch (const json::parse_error& e) {
       throw io::FileError(jpath, "byte " + std::to_string(e.byte), "malformed JSON");
+    } catch (const json::exception& e) {  // a number too large for a double (out_of_range.406)
+      throw io::FileError(jpath, "", std::string("malformed JSON: ") + e.what());
     }
   }
   auto bad = [&](const std::string& key, const std::string& why) {

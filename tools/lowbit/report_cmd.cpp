@@ -50,6 +50,7 @@
 #include "lowbit/io.hpp"
 #include "lowbit/profile.hpp"
 #include "lowbit/profile_diff.hpp"
+#include "lowbit/registry.hpp"
 #include "lowbit/scale.hpp"
 #include "quantize_common.hpp"
 #include "report_random.hpp"
@@ -196,12 +197,24 @@ std::vector<Config> configs() {
     if (!variant.empty()) name += "/" + variant;
     out.push_back({name, scheme, &el, what, o});
   };
+  // Every element format of `lowbit formats` but the unsigned scale formats (e8m0, ue4m3) and f32/f64, and
+  // the signed 8-bit P3109 formats of precision 3, 4 and 5: as a plain cast and (at most 8 bits, the
+  // schemes' limit) under one scale per tensor.  int8 and int8sm are fixed point (2^-6 steps up to
+  // 1.984375), so the plain cast of them is a cast to that grid.
+  const Format& p3 = *find_format("binary8p3se");
+  const Format& p4 = *find_format("binary8p4se");
+  const Format& p5 = *find_format("binary8p5se");
   S::Options none;
   for (const Format* f : {&F::bf16, &F::f16, &F::e4m3, &F::e5m2, &F::e3m4, &F::e2m3, &F::e3m2, &F::e2m1})
+    add("none", *f, "", "plain cast (rne, satfinite), no scale", none);
+  for (const Format* f : {&F::tf32, &F::e4m3fnuz, &F::e5m2fnuz, &F::e4m3b11fnuz, &F::e4m3ieee, &p3, &p4, &p5, &F::int8,
+                          &F::int8sm})
     add("none", *f, "", "plain cast (rne, satfinite), no scale", none);
   S::Options tensor;
   tensor.scheme = S::Scheme::tensor;
   for (const Format* f : {&F::e4m3, &F::e5m2, &F::e4m3fnuz, &F::e5m2fnuz, &F::e3m4, &F::e2m3, &F::e3m2, &F::e2m1})
+    add("tensor", *f, "", "one scale per tensor, max_elem / amax (TE current scaling)", tensor);
+  for (const Format* f : {&F::e4m3b11fnuz, &F::e4m3ieee, &p3, &p4, &p5, &F::int8, &F::int8sm})
     add("tensor", *f, "", "one scale per tensor, max_elem / amax (TE current scaling)", tensor);
   S::Options delayed;
   delayed.scheme = S::Scheme::delayed;
@@ -224,7 +237,7 @@ std::vector<Config> configs() {
   add("block128x128", F::e4m3, "", "one f32 scale per 128x128 block", b2);
   S::Options mx;
   mx.scheme = S::Scheme::mx;
-  for (const Format* f : {&F::e4m3, &F::e5m2, &F::e2m3, &F::e3m2, &F::e2m1, &F::int8})
+  for (const Format* f : {&F::e4m3, &F::e5m2, &F::e2m3, &F::e3m2, &F::e2m1, &F::int8, &F::int8sm})
     add("mx", *f, "", "OCP MX: e8m0 scale per 32, floor(log2 amax) - emax_elem", mx);
   S::Options mxr = mx;
   mxr.mx_rule = S::MxRule::rceil;
@@ -356,10 +369,26 @@ struct Tables {
 // previous step whose amax sets the scale.
 Metrics evaluate(const Config& c, const S::Tensor& x, const S::Tensor* previous, Tables& tables) {
   const Format& el = *c.element;
-  const std::vector<double>& table = tables.of(el);
-  const Range range = range_of(table);
   const std::size_t n = x.data.size();
   std::vector<double> y(n), ev(n);
+  if (el.storage_bits() > 16) {
+    // tf32 (a plain cast only: scheme elements have at most 8 bits): no decode table; each code decoded
+    // on its own, the range from the format's largest finite magnitude (symmetric).
+    Policy p;
+    p.overflow = Overflow::satfinite;
+    Range range;
+    range.max = max_value(el);
+    range.below_max = magnitude_value(el, el.max_finite_magnitude() - 1);
+    range.min = -range.max;
+    range.above_min = -range.below_max;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint64_t code = convert(F::f32, std::bit_cast<std::uint32_t>(x.data[i]), el, p).code;
+      y[i] = ev[i] = std::bit_cast<double>(convert(el, code, F::f64, Policy{}).code);
+    }
+    return measure(x.data, y, ev, range);
+  }
+  const std::vector<double>& table = tables.of(el);
+  const Range range = range_of(table);
   if (c.scheme == "none") {
     Policy p;
     p.overflow = Overflow::satfinite;
@@ -594,63 +623,12 @@ json gemm_section(bool quick, json& skipped, json& experiment) {
 
 // ---- profile differences ------------------------------------------------------------------------------
 
-std::string flags_text(std::uint8_t flags) {
-  std::string s;
-  auto add = [&](std::uint8_t bit, const char* name) {
-    if (flags & bit) s += (s.empty() ? "" : ",") + std::string(name);
-  };
-  add(flag::inexact, "inexact");
-  add(flag::underflow, "underflow");
-  add(flag::overflow, "overflow");
-  add(flag::invalid, "invalid");
-  return s.empty() ? "-" : s;
-}
-
-// The short exact form `lowbit profiles --diff` prints: the decimal when short, else s*2^e with s odd.
-std::string short_value(const Format& f, std::uint64_t code) {
-  const std::string d = exact::code_text(f, code);
-  if (d.size() <= 14) return d;
-  const Unpacked u = unpack(f, code);
-  std::uint64_t s = u.significand;
-  int e = u.exponent;
-  while (s != 0 && (s & 1) == 0) {
-    s >>= 1;
-    ++e;
-  }
-  return std::string(u.negative ? "-" : "") + (s == 1 ? "" : std::to_string(s) + "*") + "2^" + std::to_string(e);
-}
-
 json profile_section() {
   json out;
   json names = json::array();
   for (const Profile& p : profiles()) names.push_back(p.name);
   out["profiles"] = names;
-  json rows = json::array();
-  for (const DiffRow& r : profile_differences()) {
-    json j{{"target", r.probe->target}, {"input", r.probe->input}, {"shows", r.probe->shows}};
-    json results = json::object();
-    for (const DiffCell& c : r.cells) {
-      if (!c.available) {
-        results[c.profile->name] = nullptr;
-        continue;
-      }
-      json cj{{"target", c.target->name}, {"rounding", name(c.policy.rounding)}, {"overflow", name(c.policy.overflow)}};
-      if (c.unsupported) {
-        cj["unsupported"] = true;
-        cj["code"] = nullptr;
-        cj["value"] = nullptr;
-      } else {
-        cj["code"] = hex(*c.target, c.result.code);
-        cj["value"] = short_value(*c.target, c.result.code);
-        cj["exact_value"] = c.value;
-        cj["flags"] = flags_text(c.result.flags);
-      }
-      results[c.profile->name] = cj;
-    }
-    j["results"] = results;
-    rows.push_back(j);
-  }
-  out["rows"] = rows;
+  out["rows"] = profile_difference_rows(true);
   out["note"] =
       "each profile's default policy for the target; null: the profile has no such conversion without "
       "options; unsupported: the implementation has no defined result";
@@ -863,6 +841,21 @@ void run_report(const ReportOptions& o) {
     if (wanted(n)) sj.push_back(n);
   report["sections"] = sj;
   report["regenerate"] = o.quick ? "lowbit report --quick --out DIR" : "lowbit report --out reports/accuracy";
+  // Where every number comes from, without a date: the tool's version and the generators' seeds.
+  report["provenance"] = {
+      {"lowbit_version", LOWBIT_VERSION},
+      {"synthetic",
+       "splitmix64 streams with lowbit's own deterministic log and exp (tools/lowbit/report_random.hpp): "
+       "the same tensors on every platform; distribution i (1, 2, ... in list order) draws from seed " +
+           std::to_string(base_seed) + " + 1000 i (\"seed\" of each distribution), delayed scaling's previous "
+           "step from that seed + 1"},
+      {"synthetic_base_seed", base_seed},
+      {"gemm",
+       "seed 1, a fresh splitmix64 stream per K; Box-Muller through the C library's log, cos and sin, so "
+       "these inputs follow the platform's libm"},
+      {"gemm_seed", 1},
+      {"profile_differences", "lowbit's profile tables, as `lowbit profiles --diff --json` prints them"},
+      {"run_dependent", "only \"run\" (date and seconds) differs from run to run"}};
   report["metrics"] = {{"sqnr_db", "10 log10(sum x^2 / sum (x - q)^2), q the dequantized value"},
                        {"rmse", "sqrt(mean (x - q)^2)"},
                        {"max_abs_error", "max |x - q|"},

@@ -315,6 +315,34 @@ std::optional<Golden> load_golden(const Reader& read, const std::string& where, 
     fail("manifest.json", std::string("not JSON: ") + e.what());
     return std::nullopt;
   }
+  // Types first: a checksum-consistent manifest may still hold a field of the wrong JSON type (a hand-edited
+  // set whose checksum was recomputed); that is a damaged set (exit 2), never an exception.
+  if (g.manifest.is_object()) {
+    const char* wrong = nullptr;
+    if (g.manifest.contains("schema") && !g.manifest.at("schema").is_number_integer()) wrong = "schema";
+    else if (g.manifest.contains("kind") && !g.manifest.at("kind").is_string()) wrong = "kind";
+    else if (g.manifest.contains("cases") && !g.manifest.at("cases").is_array()) wrong = "cases";
+    if (!wrong && g.manifest.contains("cases")) {
+      for (const json& c : g.manifest.at("cases")) {
+        if (!c.is_object()) wrong = "cases[]";
+        else if (c.contains("index") && !c.at("index").is_number_integer()) wrong = "cases[].index";
+        else if (c.contains("name") && !c.at("name").is_string()) wrong = "cases[].name";
+        if (wrong) break;
+      }
+    }
+    if (!wrong && g.manifest.contains("files") && g.manifest.at("files").is_array()) {
+      for (const json& e : g.manifest.at("files")) {
+        if (!e.is_object()) continue;  // reported below
+        for (const char* k : {"path", "role", "sha256"})
+          if (e.contains(k) && !e.at(k).is_string()) wrong = k;
+        if (wrong) break;
+      }
+    }
+    if (wrong) {
+      fail("manifest.json", std::string("field \"") + wrong + "\" has the wrong JSON type");
+      return std::nullopt;
+    }
+  }
   if (!g.manifest.is_object() || g.manifest.value("schema", 0) != schema_version || !g.manifest.contains("files") ||
       !g.manifest.at("files").is_array() || !g.manifest.contains("suite") || !g.manifest.at("suite").is_string()) {
     fail("manifest.json", "not a schema " + std::to_string(schema_version) + " manifest (\"schema\", \"suite\", \"files\")");

@@ -621,7 +621,13 @@ gemm::Matrix scale_matrix(const Format& f, int rows, int cols, Rng& rng) {
   for (int i = 0; i < rows * cols; ++i) {
     if (same_format(f, formats::e8m0)) m.codes.push_back(124 + rng.below(7));        // 2^-3 .. 2^3
     else if (same_format(f, formats::ue4m3)) m.codes.push_back(0x30 + rng.below(24));  // 0.5 .. 3.75
-    else m.codes.push_back(0x3e000000u + (rng.below(16) << 23) / 4 + (rng.next() & 0x7fffff));  // f32 around 1
+    else {
+      // f32 around 1.  Two draws in separate statements: the operands of one `+` are unsequenced in C++,
+      // and the order is part of the bytes (vectors/SPEC.md section 3).
+      const std::uint64_t step = rng.below(16);
+      const std::uint64_t significand = rng.next() & 0x7fffff;
+      m.codes.push_back(0x3e000000u + (step << 21) + significand);
+    }
   }
   return m;
 }

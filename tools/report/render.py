@@ -379,11 +379,23 @@ def md_table(head, rows):
     return "\n".join(lines) + "\n"
 
 
+def provenance(report):
+    """One sentence: the lowbit version and the seeds behind every number (report.json's "provenance")."""
+    pv = report.get("provenance")
+    if not pv:
+        return ""
+    return ("lowbit %s; synthetic tensors: %s; GEMM inputs: %s; profile differences: %s; %s."
+            % (pv["lowbit_version"], pv["synthetic"], pv["gemm"], pv["profile_differences"], pv["run_dependent"]))
+
+
 def markdown(report, figures):
     md = ["# lowbit accuracy report\n"]
     md.append("lowbit %s, %s mode; regenerate with `%s`. Numbers are deterministic (rounded to 6 significant "
               "digits in report.json); [index.html](index.html) is the same report with embedded figures.\n"
               % (report["lowbit_version"], report["mode"], report["regenerate"]))
+    prov = provenance(report)
+    if prov:
+        md.append("Provenance (no number depends on the date): " + prov + "\n")
     for h in highlights(report):
         md.append("- " + h)
     md.append("")
@@ -503,6 +515,7 @@ def html_page(report, figures):
          "<p>lowbit %s, %s mode. Regenerate with <code>%s</code>. Every number comes from lowbit's exact "
          "machinery on deterministic inputs (report.json holds them, rounded to 6 significant digits).</p>"
          % (e(report["lowbit_version"]), e(report["mode"]), e(report["regenerate"])),
+         "<p>Provenance (no number depends on the date): %s</p>" % e(provenance(report)),
          '<nav><a href="#figures">figures</a><a href="#schemes">formats and schemes</a>'
          '<a href="#gemm">GEMM error against K</a><a href="#profiles">profile differences</a>'
          '<a href="#hardware">hardware runs</a></nav>']

@@ -1,0 +1,78 @@
+// The rows of `lowbit profiles --diff --json` and of the accuracy report's "profile_differences": one
+// function for both (cli_util.hpp declares it).
+#include <cstdint>
+#include <string>
+
+#include "cli_util.hpp"
+#include "lowbit/exact.hpp"
+#include "lowbit/profile.hpp"
+#include "lowbit/profile_diff.hpp"
+
+namespace lowbit::cli {
+
+namespace {
+
+// Flags in the contract's order, comma-separated, or "-".
+std::string flags_text(std::uint8_t flags) {
+  std::string s;
+  auto add = [&](std::uint8_t bit, const char* name) {
+    if (flags & bit) s += (s.empty() ? "" : ",") + std::string(name);
+  };
+  add(flag::inexact, "inexact");
+  add(flag::underflow, "underflow");
+  add(flag::overflow, "overflow");
+  add(flag::invalid, "invalid");
+  return s.empty() ? "-" : s;
+}
+
+// The short exact form `lowbit profiles --diff` prints: the decimal when short, else s*2^e with s odd.
+std::string short_value(const Format& f, std::uint64_t code) {
+  const std::string d = exact::code_text(f, code);
+  if (d.size() <= 14) return d;
+  const Unpacked u = unpack(f, code);
+  std::uint64_t s = u.significand;
+  int e = u.exponent;
+  while (s != 0 && (s & 1) == 0) {
+    s >>= 1;
+    ++e;
+  }
+  return std::string(u.negative ? "-" : "") + (s == 1 ? "" : std::to_string(s) + "*") + "2^" + std::to_string(e);
+}
+
+}  // namespace
+
+nlohmann::ordered_json profile_difference_rows(bool short_values) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const DiffRow& r : profile_differences()) {
+    nlohmann::ordered_json j{{"target", r.probe->target}, {"input", r.probe->input}, {"shows", r.probe->shows}};
+    nlohmann::ordered_json results = nlohmann::ordered_json::object();
+    for (const DiffCell& c : r.cells) {
+      if (!c.available) {
+        results[c.profile->name] = nullptr;
+        continue;
+      }
+      nlohmann::ordered_json cj{
+          {"target", c.target->name}, {"rounding", name(c.policy.rounding)}, {"overflow", name(c.policy.overflow)}};
+      if (c.unsupported) {
+        cj["unsupported"] = true;
+        cj["code"] = nullptr;
+        cj["value"] = nullptr;
+      } else {
+        cj["code"] = hex(*c.target, c.result.code);
+        if (short_values) {
+          cj["value"] = short_value(*c.target, c.result.code);
+          cj["exact_value"] = c.value;
+        } else {
+          cj["value"] = c.value;
+        }
+        cj["flags"] = flags_text(c.result.flags);
+      }
+      results[c.profile->name] = cj;
+    }
+    j["results"] = results;
+    rows.push_back(j);
+  }
+  return rows;
+}
+
+}  // namespace lowbit::cli
