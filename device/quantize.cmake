@@ -18,7 +18,7 @@ set_target_properties(lowbit_device_quantize PROPERTIES CUDA_ARCHITECTURES "${LO
 if(LOWBIT_TESTS)
   lowbit_device_test(lowbit_device_quantize_host_test quick tests/quantize_host_test.cpp)
   target_link_libraries(lowbit_device_quantize_host_test PRIVATE lowbit_device_quantize)
-  lowbit_device_test(lowbit_device_quantize_test device tests/quantize_test.cu)
+  lowbit_device_test(lowbit_device_quantize_test device tests/quantize_test.cpp)
   target_link_libraries(lowbit_device_quantize_test PRIVATE lowbit_device_quantize)
 endif()
 

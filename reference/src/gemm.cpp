@@ -634,7 +634,7 @@ std::uint32_t round_sum(const TensorCoreModel& model, i128 sum, int emax) {
     case Output::f16_rne: {
       // A zero result is +0, also when a nonzero (tiny negative) sum rounds to zero: Hopper's mma.sync
       // m16n8k16 f16.f16 (H200) returned +0 in all 20002 of 2^20 random cases where RNE gives -0
-      // (device/tests/mma_test.cu), and matched every other case.  Unconfirmed on other GPUs.
+      // (device/tests/mma_test.cpp), and matched every other case.  Unconfirmed on other GPUs.
       const std::uint32_t code = static_cast<std::uint32_t>(round_to(formats::f16, u, rne_policy).code);
       return code == 0x8000u ? 0u : code;
     }

@@ -29,7 +29,7 @@ enum class ElementPath : std::uint8_t {
   software,  // lowbit::convert, compiled for the device
   // cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32: e4m3 / e5m2 elements under the cuda profile's element policy only
   // (lowbit::resolve(find_profile("cuda"), element, {rne, satfinite}): its quirks make every NaN the
-  // canonical 0x7F, as the instruction does; device/tests/cvt_test.cu proves the instruction equals the
+  // canonical 0x7F, as the instruction does; device/tests/cvt_test.cpp proves the instruction equals the
   // reference under that policy on every f32 input).
   hardware,
 };

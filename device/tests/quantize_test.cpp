@@ -6,7 +6,7 @@
 // log-uniform magnitudes), the kernel's output is compared with lowbit::scale::quantize() on the same input.
 // Pass: zero mismatches.  The hardware element path (cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32) is a subject under
 // test, compared with the reference run under the cuda profile's element policy (the policy it stands for:
-// NaN becomes the canonical 0x7F, as device/tests/cvt_test.cu proves the instruction does on every f32
+// NaN becomes the canonical 0x7F, as device/tests/cvt_test.cpp proves the instruction does on every f32
 // input): zero mismatches on every input, NaN included.
 #include <gtest/gtest.h>
 
@@ -170,7 +170,7 @@ struct DevBuf {
   T* p = nullptr;
   std::size_t n = 0;
   explicit DevBuf(std::size_t count, int poison = 0xA5) : n(count) {
-    LOWBIT_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(1, n) * sizeof(T)));
+    LOWBIT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), std::max<std::size_t>(1, n) * sizeof(T)));
     LOWBIT_CUDA_CHECK(cudaMemset(p, poison, std::max<std::size_t>(1, n) * sizeof(T)));
   }
   ~DevBuf() { cudaFree(p); }

@@ -167,7 +167,7 @@ int main(int argc, char** argv) {
       auto record = [&](const std::string& impl, const std::function<void(int)>& launch) {
         pending.emplace_back(impl, launch);
       };
-      // Launch configurations side by side (device/tests/gemm_test.cu checks each one bit for bit):
+      // Launch configurations side by side (device/tests/gemm_test.cpp checks each one bit for bit):
       // the default (cluster 1x1x1, no swizzle), the scheduler's swizzle 8, and for the promoted and
       // blockwise mainloops also cluster 2x1x1 (B multicast) with swizzle 8.
       struct Variant {
