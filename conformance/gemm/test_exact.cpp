@@ -14,6 +14,7 @@
 #include "lowbit/exact.hpp"
 #include "lowbit/gemm.hpp"
 #include "random_codes.hpp"
+#include "report_random.hpp"
 
 namespace {
 
@@ -115,7 +116,8 @@ TEST(AccumulationOrders, FusedMultiplyAdd) {
 }
 
 // ---- the DeepSeek-V3 experiment ---------------------------------------------------------------------
-// M = N = 64, seed 1, N(0,1) inputs (Box-Muller over splitmix64), quantized to e4m3 per tensor: scale =
+// M = N = 64, seed 1, N(0,1) inputs (lowbit::report::normal: the polar method over splitmix64 with a
+// deterministic logarithm, as `lowbit report` draws them; the same inputs on every platform), quantized to e4m3 per tensor: scale =
 // fp32(448 / amax), code = e4m3(rne, satfinite)(fp32(x * scale)).  The error is measured on the codes'
 // products (the scales multiply D and D_exact alike).
 struct Errors {
@@ -125,13 +127,7 @@ struct Errors {
 
 std::vector<std::uint64_t> quantized_normal(int n, std::uint64_t& seed) {
   std::vector<float> x(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; i += 2) {
-    const double u1 = (static_cast<double>(splitmix(seed) >> 11) + 1.0) * 0x1p-53;
-    const double u2 = static_cast<double>(splitmix(seed) >> 11) * 0x1p-53;
-    const double r = std::sqrt(-2.0 * std::log(u1));
-    x[static_cast<std::size_t>(i)] = static_cast<float>(r * std::cos(2 * M_PI * u2));
-    if (i + 1 < n) x[static_cast<std::size_t>(i) + 1] = static_cast<float>(r * std::sin(2 * M_PI * u2));
-  }
+  for (float& v : x) v = static_cast<float>(lowbit::report::normal(seed));
   float amax = 0;
   for (float v : x) amax = std::max(amax, std::fabs(v));
   const float scale = 448.0f / amax;

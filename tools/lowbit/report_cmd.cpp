@@ -422,20 +422,14 @@ json config_json(const Config& c) {
 // ---- GEMM error against K -----------------------------------------------------------------------------
 // The fixed experiment of conformance/gemm/test_exact.cpp ("the DeepSeek-V3 experiment"), generated
 // exactly as that test does so that the numbers agree with it and with README.md: M = N = 64, for each K a
-// fresh splitmix64 stream from seed 1, N(0,1) samples by Box-Muller (the C library's log, cos and sin:
-// these inputs follow the platform's libm, unlike the synthetic tensors above), A (64 x K) then B (K x 64),
+// fresh splitmix64 stream from seed 1, N(0,1) samples by report::normal (Marsaglia's polar method with
+// lowbit's own logarithm: the same inputs on every platform), A (64 x K) then B (K x 64),
 // each quantized per tensor to e4m3: scale = fp32(448 / amax), code = e4m3(rne, satfinite)(fp32(x * scale)).
 // The errors are measured on the codes' products (the scales multiply D and D_exact alike).
 
 std::vector<std::uint64_t> quantized_normal(int n, std::uint64_t& seed) {
   std::vector<float> x(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; i += 2) {
-    const double u1 = (static_cast<double>(report::splitmix(seed) >> 11) + 1.0) * 0x1p-53;
-    const double u2 = static_cast<double>(report::splitmix(seed) >> 11) * 0x1p-53;
-    const double r = std::sqrt(-2.0 * std::log(u1));
-    x[static_cast<std::size_t>(i)] = static_cast<float>(r * std::cos(2 * M_PI * u2));
-    if (i + 1 < n) x[static_cast<std::size_t>(i) + 1] = static_cast<float>(r * std::sin(2 * M_PI * u2));
-  }
+  for (float& v : x) v = static_cast<float>(report::normal(seed));
   float amax = 0;
   for (float v : x) amax = std::max(amax, std::fabs(v));
   const float scale = 448.0f / amax;
@@ -851,8 +845,8 @@ void run_report(const ReportOptions& o) {
            "step from that seed + 1"},
       {"synthetic_base_seed", base_seed},
       {"gemm",
-       "seed 1, a fresh splitmix64 stream per K; Box-Muller through the C library's log, cos and sin, so "
-       "these inputs follow the platform's libm"},
+       "seed 1, a fresh splitmix64 stream per K; normal samples by the polar method with lowbit's own "
+       "logarithm (tools/lowbit/report_random.hpp), as conformance/gemm/test_exact.cpp draws them"},
       {"gemm_seed", 1},
       {"profile_differences", "lowbit's profile tables, as `lowbit profiles --diff --json` prints them"},
       {"run_dependent", "only \"run\" (date and seconds) differs from run to run"}};
