@@ -10,6 +10,8 @@
 #include <hwy/targets.h>
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cctype>
 #include <cstdint>
 #include <random>
@@ -298,6 +300,88 @@ TEST(BatchShapes, FallbackForUnsupportedPairs) {
   std::vector<std::uint32_t> out(f32s.size());
   convert_batch(formats::f32, f32s.data(), f32s.size(), formats::tf32, Policy{}, out.data(), nullptr, nullptr, nullptr);
   for (std::size_t i = 0; i < f32s.size(); ++i) ASSERT_EQ(out[i], convert(formats::f32, f32s[i], formats::tf32, Policy{}).code);
+}
+
+// ---- ScaledBatch: the scaling schemes' multiply-then-convert step ------------------------------------
+
+// The product the contract names, bit by bit: a NaN multiplier is itself; a NaN input with any other
+// multiplier is the input quieted; everything else is the IEEE fp32 product (round to nearest even,
+// subnormals kept: the default floating-point environment).
+std::uint32_t scaled_product(std::uint32_t x, float m) {
+  if (std::isnan(m)) return std::bit_cast<std::uint32_t>(m);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return x | 0x00400000u;
+  return std::bit_cast<std::uint32_t>(std::bit_cast<float>(x) * m);
+}
+
+std::uint64_t code_at(const std::vector<unsigned char>& out, std::size_t bytes, std::size_t i) {
+  std::uint64_t v = 0;
+  for (std::size_t b = 0; b < bytes; ++b) v |= std::uint64_t{out[i * bytes + b]} << (8 * b);
+  return v;
+}
+
+// Multipliers as the schemes make them (powers of two including the f32 subnormal 2^-127, TE-style scales,
+// 0, FLT_MAX) and the odd ones (NaN with a payload, infinity, negative, random bit patterns).
+std::vector<float> random_multipliers(std::size_t n, std::uint32_t seed) {
+  std::mt19937 g(seed);
+  const float fixed[] = {1.0f, 0.0f, 0x1p-127f, 0x1p-126f, 0x1p100f, 3.4028235e38f, 448.0f / 3.7f,
+                         std::bit_cast<float>(0x7FC00000u), std::bit_cast<float>(0xFFA5A5A5u),
+                         std::bit_cast<float>(0x7F800000u), -2.0f, 1.0f / 6.0f};
+  std::vector<float> m(n);
+  for (auto& v : m) {
+    const std::uint32_t k = g() % 16;
+    if (k < 12) v = fixed[k];
+    else if (k < 14) v = std::ldexp(1.0f, static_cast<int>(g() % 250) - 125);
+    else v = std::bit_cast<float>(static_cast<std::uint32_t>(g()));
+  }
+  return m;
+}
+
+TEST(ScaledBatch, EqualsConvertOfTheProduct) {
+  const std::vector<const Format*> targets = {&formats::e4m3, &formats::e2m1,  &formats::e5m2, &formats::e8m0,
+                                              &formats::int8, &formats::bf16,  &formats::ue4m3,
+                                              &formats::tf32 /* not a vector pair: the scalar loop */};
+  const std::vector<Policy> policies = {
+      Policy{.rounding = Rounding::rne, .overflow = Overflow::satfinite},
+      Policy{},
+      Policy{.rounding = Rounding::rup, .overflow = Overflow::satfinite},
+      Policy{.rounding = Rounding::rtz, .overflow = Overflow::satpropagate, .subnormals = Subnormals::ftz_daz},
+      Policy{.rounding = Rounding::sr_c, .overflow = Overflow::satfinite, .sr_bits = 8},
+  };
+  int tested = 0;
+  for (const std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (const Format* to : targets)
+      for (const Policy& p : policies) {
+        const ScaledBatch sb(*to, p);
+        const std::size_t bytes = batch_code_bytes(*to);
+        for (const std::size_t block : {std::size_t{1}, std::size_t{16}, std::size_t{32}, std::size_t{128}, std::size_t{7},
+                                        std::size_t{100}, std::size_t{5000}})
+          for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{15}, std::size_t{17}, std::size_t{200},
+                                      std::size_t{1000}}) {
+            // One element of offset: the input and multiplier pointers are not vector-aligned.
+            const auto bits = random_f32(*to, n + 1, static_cast<std::uint32_t>(n * 31 + block));
+            std::vector<float> in(n + 1);
+            for (std::size_t i = 0; i <= n; ++i) in[i] = std::bit_cast<float>(bits[i]);
+            const auto mult = random_multipliers(n / block + 2, static_cast<std::uint32_t>(n + block));
+            const auto rb = random_bits(n + 1, 8, static_cast<std::uint32_t>(n));
+            std::vector<unsigned char> out(n * bytes + 1, 0xEE);
+            sb.run(in.data() + 1, n, mult.data() + 1, block, out.data(), rb.data() + 1);
+            for (std::size_t i = 0; i < n; ++i) {
+              const float m = mult[1 + (block == 1 ? i : i / block)];
+              const std::uint32_t y = scaled_product(bits[i + 1], m);
+              const Result want = convert(formats::f32, y, *to, p, is_stochastic(p.rounding) ? rb[i + 1] : 0);
+              ASSERT_EQ(code_at(out, bytes, i), want.code)
+                  << to->name << ' ' << describe(p) << " block " << block << " n " << n << " i " << i << " x 0x" << std::hex
+                  << bits[i + 1] << " m 0x" << std::bit_cast<std::uint32_t>(m) << " product 0x" << y;
+            }
+            ASSERT_EQ(out[n * bytes], 0xEE) << "wrote past the end";
+          }
+      }
+    ++tested;
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_GE(tested, 1);
 }
 
 }  // namespace

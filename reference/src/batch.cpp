@@ -23,9 +23,12 @@
 #ifndef LOWBIT_SRC_BATCH_SHARED
 #define LOWBIT_SRC_BATCH_SHARED
 
+#include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 
 #include "lowbit/batch.hpp"
 #include "lowbit/convert.hpp"
@@ -460,6 +463,71 @@ std::size_t ConvertVectors(const Params& c, Rounding rounding, const void* in, s
   return RunFlags<false>(c, rounding, in, n, out, out_bytes, flags, ternary, rbits);
 }
 
+// ---- the scaled conversion (ScaledBatch, batch.hpp) ---------------------------------------------------
+// Each vector: the multipliers (one per element, one broadcast per block when the block is a multiple of
+// the vector length, or gathered lane by lane otherwise), the products fp32(x * m) with a NaN multiplier
+// taking its own bits, then Convert on the products' bits as Loop does for an f32 source.
+template <Rounding R, bool kSimple>
+std::size_t LoopScaled(const Params& params, const float* in, std::size_t n, const float* mult, std::size_t block,
+                       void* out, std::size_t out_bytes, const std::uint32_t* rbits) {
+  const Params c = params;  // a local copy, as in Loop
+  const DU du;
+  const DF df;
+  const hn::Rebind<std::uint8_t, DU> d8;
+  const hn::Rebind<std::uint16_t, DU> d16;
+  const std::size_t lanes = hn::Lanes(du);
+  auto one = [&](std::size_t i, hn::Vec<DF> m) HWY_ATTR {
+    hwy::Prefetch(in + i + 512);  // as in Loop
+    const auto v = hn::LoadU(df, in + i);
+    const VU x = hn::BitCast(du, hn::IfThenElse(hn::IsNaN(m), m, hn::Mul(v, m)));
+    const VU r = is_stochastic(R) ? hn::LoadU(du, rbits + i) : hn::Zero(du);
+    const VU packed = Convert<R, false, kSimple>(du, c, x, hn::FirstN(du, 0), r);
+    if (out_bytes == 1) hn::StoreU(hn::TruncateTo(d8, packed), d8, static_cast<std::uint8_t*>(out) + i);
+    else hn::StoreU(hn::TruncateTo(d16, packed), d16, static_cast<std::uint16_t*>(out) + i);
+  };
+  std::size_t i = 0;
+  if (block == 1) {
+    for (; i + lanes <= n; i += lanes) one(i, hn::LoadU(df, mult + i));
+  } else if (block % lanes == 0) {
+    // Whole blocks of whole vectors, one broadcast each; a block cut short by n ends the loop.
+    for (std::size_t b = 0; i + lanes <= n; ++b) {
+      const auto m = hn::Set(df, mult[b]);
+      for (std::size_t k = 0; k < block && i + lanes <= n; k += lanes, i += lanes) one(i, m);
+    }
+  } else {
+    alignas(64) float lane_mult[64];  // 32-bit lanes: at most 64 up to 2048-bit vectors
+    for (; i + lanes <= n; i += lanes) {
+      for (std::size_t j = 0; j < lanes; ++j) lane_mult[j] = mult[(i + j) / block];
+      one(i, hn::Load(df, lane_mult));
+    }
+  }
+  return i;
+}
+
+template <Rounding R>
+std::size_t RunScaled(const Params& c, const float* in, std::size_t n, const float* mult, std::size_t block, void* out,
+                      std::size_t out_bytes, const std::uint32_t* rbits) {
+  if (Simple(c, false)) return LoopScaled<R, true>(c, in, n, mult, block, out, out_bytes, rbits);
+  return LoopScaled<R, false>(c, in, n, mult, block, out, out_bytes, rbits);
+}
+
+// Converts the largest multiple of the vector length; returns how many elements it did.
+std::size_t ConvertScaledVectors(const Params& c, Rounding rounding, const float* in, std::size_t n, const float* mult,
+                                 std::size_t block, void* out, std::size_t out_bytes, const std::uint32_t* rbits) {
+  switch (rounding) {
+    case Rounding::rne: return RunScaled<Rounding::rne>(c, in, n, mult, block, out, out_bytes, rbits);
+    case Rounding::rna: return RunScaled<Rounding::rna>(c, in, n, mult, block, out, out_bytes, rbits);
+    case Rounding::rtz: return RunScaled<Rounding::rtz>(c, in, n, mult, block, out, out_bytes, rbits);
+    case Rounding::rup: return RunScaled<Rounding::rup>(c, in, n, mult, block, out, out_bytes, rbits);
+    case Rounding::rdn: return RunScaled<Rounding::rdn>(c, in, n, mult, block, out, out_bytes, rbits);
+    case Rounding::rto: return RunScaled<Rounding::rto>(c, in, n, mult, block, out, out_bytes, rbits);
+    case Rounding::sr_a: return RunScaled<Rounding::sr_a>(c, in, n, mult, block, out, out_bytes, rbits);
+    case Rounding::sr_b: return RunScaled<Rounding::sr_b>(c, in, n, mult, block, out, out_bytes, rbits);
+    case Rounding::sr_c: return RunScaled<Rounding::sr_c>(c, in, n, mult, block, out, out_bytes, rbits);
+  }
+  return 0;
+}
+
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace lowbit::batch_detail::HWY_NAMESPACE
@@ -470,6 +538,7 @@ namespace lowbit {
 namespace batch_detail {
 HWY_EXPORT(ConvertVectors);
 HWY_EXPORT(TargetName);
+HWY_EXPORT(ConvertScaledVectors);
 
 std::size_t bytes_for(int storage_bits) {
   return storage_bits <= 8 ? 1 : storage_bits <= 16 ? 2 : storage_bits <= 32 ? 4 : 8;
@@ -627,6 +696,41 @@ void convert_batch(const Format& from, const void* in, std::size_t n, const Form
                          static_cast<unsigned char*>(out_codes) + done * out_bytes,
                          flags != nullptr ? flags + done : nullptr, ternary != nullptr ? ternary + done : nullptr,
                          sr ? rbits + done : nullptr);
+  }
+}
+
+struct ScaledBatch::Impl {
+  const Format* to = nullptr;
+  Policy policy;
+  bool vector = false;  // the pair and policy take the vector kernel
+  std::size_t out_bytes = 0;
+  batch_detail::Params params;
+};
+
+ScaledBatch::ScaledBatch(const Format& to, const Policy& p) : impl_(std::make_unique<Impl>()) {
+  impl_->to = &to;
+  impl_->policy = p;
+  impl_->out_bytes = batch_code_bytes(to);
+  impl_->vector = batch_supported(formats::f32, to, p);
+  if (impl_->vector) impl_->params = batch_detail::make_params(batch_detail::Source::f32, to, p);
+}
+
+ScaledBatch::~ScaledBatch() = default;
+
+void ScaledBatch::run(const float* in, std::size_t n, const float* mult, std::size_t block, void* out_codes,
+                      const std::uint32_t* rbits) const {
+  const Impl& s = *impl_;
+  const bool sr = is_stochastic(s.policy.rounding);
+  std::size_t done = 0;
+  if (s.vector)
+    done = HWY_DYNAMIC_DISPATCH(batch_detail::ConvertScaledVectors)(s.params, s.policy.rounding, in, n, mult, block,
+                                                                   out_codes, s.out_bytes, sr ? rbits : nullptr);
+  // The rest (the tail, or every element of a pair the vector kernel does not take) one at a time.
+  for (std::size_t i = done; i < n; ++i) {
+    const float m = mult[block == 1 ? i : i / block];
+    const float y = std::isnan(m) ? m : in[i] * m;
+    const Result r = convert(formats::f32, std::bit_cast<std::uint32_t>(y), *s.to, s.policy, sr ? rbits[i] : 0);
+    batch_detail::store_code(out_codes, s.out_bytes, i, r.code);
   }
 }
 

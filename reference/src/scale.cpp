@@ -97,6 +97,7 @@ struct BlockAmaxes {
   int nbr = 0, nbc = 0;
   std::vector<std::uint32_t> bits;
   std::vector<std::uint8_t> nan, nonfinite;
+  std::uint32_t min_nonzero_m1 = 0xFFFFFFFFu;  // the smallest non-zero |x| pattern less one (row_min_nonzero)
   float value(std::size_t b) const { return float_of(bits[b]); }
 };
 
@@ -156,6 +157,41 @@ LOWBIT_SCALE_CLONES void row_blocks(const float* v, int n, int bc, std::int32_t 
     block_span(v, c0, std::min(n, c0 + bc), lim, m[blk], nan[blk], nonfinite[blk]);
 }
 
+// The smallest non-zero |x| pattern of v[0, n) less one, merged into *mn by minimum (a zero's pattern less one
+// wraps to 0xFFFFFFFF, which also stands for "none"; this form of the test vectorises).
+LOWBIT_SCALE_CLONES void row_min_nonzero(const float* v, int n, std::uint32_t* mn) {
+  std::uint32_t m = *mn;
+  for (int c = 0; c < n; ++c) {
+    const std::uint32_t b = (std::bit_cast<std::uint32_t>(v[c]) & 0x7FFFFFFFu) - 1u;
+    m = b < m ? b : m;
+  }
+  *mn = m;
+}
+
+// Chunks of a row for the streaming passes below: whole blocks (a multiple of bc) or whole divisors of a
+// block (bc a multiple of the chunk), about 2 KiB each; the whole row when neither fits.
+int chunk_of(int bc, int n) {
+  constexpr int kChunk = 512;
+  if (n <= kChunk) return n;
+  if (bc <= kChunk) return kChunk / bc * bc;
+  return bc % kChunk == 0 ? kChunk : n;
+}
+
+// row_blocks over v[0, n) chunk by chunk, asking for the next chunk's memory (up to `end`, running on
+// into the next row) before each one: a pass that only reads waits on memory otherwise.
+void stream_blocks(const float* v, int n, int bc, std::int32_t lim, std::uint32_t* m, std::uint8_t* nan,
+                   std::uint8_t* nonfinite, const float* end) {
+  const int chunk = chunk_of(bc, n);
+  for (int c0 = 0; c0 < n; c0 += chunk) {
+    const int len = std::min(chunk, n - c0);
+    const float* ahead = v + c0 + len;
+    const float* stop = std::min(end, ahead + len);
+    for (const float* a = ahead; a < stop; a += 16) __builtin_prefetch(a, 0, 2);
+    const int blk = c0 / bc;
+    row_blocks(v + c0, len, bc, lim, m + blk, nan + blk, nonfinite + blk);
+  }
+}
+
 // One block per column: column c's pattern maximum into m[c], its NaN and non-finite flags or-ed into
 // nan[c] and nonfinite[c] (32-bit accumulators, narrowed once per row of blocks).
 LOWBIT_SCALE_CLONES void row_columns(const float* v, int n, std::uint32_t lim, std::uint32_t* m, std::uint32_t* nan,
@@ -199,24 +235,6 @@ LOWBIT_SCALE_CLONES void row_multiply(const float* v, int n, int bc, const float
   }
 }
 
-// out[c] = v[c] * f[c] (one block per column).
-LOWBIT_SCALE_CLONES void row_multiply_columns(const float* v, int n, const float* f, float* out) {
-  for (int c = 0; c < n; ++c) out[c] = v[c] * f[c];
-}
-
-// Does any element of the row need the MX scalar fix-up: a NaN input, or a nonzero finite input whose
-// product y is not a normal f32 number?
-LOWBIT_SCALE_CLONES bool mx_row_special(const float* v, const float* y, int n) {
-  std::uint32_t any = 0;
-  for (int c = 0; c < n; ++c) {
-    const std::uint32_t bv = std::bit_cast<std::uint32_t>(v[c]) & 0x7FFFFFFFu;
-    const std::uint32_t by = std::bit_cast<std::uint32_t>(y[c]) & 0x7FFFFFFFu;
-    const bool normal = by >= 0x00800000u && by < 0x7F800000u;
-    any |= static_cast<std::uint32_t>(bv > 0x7F800000u || (bv != 0 && bv != 0x7F800000u && !normal));
-  }
-  return any != 0;
-}
-
 BlockAmaxes block_amaxes(const Tensor& x, int br, int bc, bool finite_only) {
   BlockAmaxes a;
   a.nbr = (x.rows + br - 1) / br;
@@ -243,23 +261,29 @@ BlockAmaxes block_amaxes(const Tensor& x, int br, int bc, bool finite_only) {
       }
       continue;
     }
-    row_blocks(v, x.cols, bc, static_cast<std::int32_t>(limit), &a.bits[base], &a.nan[base], &a.nonfinite[base]);
+    stream_blocks(v, x.cols, bc, static_cast<std::int32_t>(limit), &a.bits[base], &a.nan[base], &a.nonfinite[base],
+                  x.data.data() + x.data.size());
   }
   return a;
 }
 
-// Row r's block amaxes alone (blocks of bc along it), into a (reused): row r's entries of
-// block_amaxes(x, 1, bc, finite_only).
-void row_amaxes(const Tensor& x, int r, int bc, bool finite_only, BlockAmaxes& a) {
+// The block amaxes of rows [r0, r1) alone (one row of blocks of r1 - r0 rows by bc columns), into a
+// (reused): that band's entries of block_amaxes(x, r1 - r0, bc, finite_only); with want_min also the band's
+// smallest non-zero |x| pattern.  bc > 1.
+void band_amaxes(const Tensor& x, int r0, int r1, int bc, bool finite_only, bool want_min, BlockAmaxes& a) {
   a.nbr = 1;
   a.nbc = (x.cols + bc - 1) / bc;
   const std::size_t n = static_cast<std::size_t>(a.nbc);
   a.bits.assign(n, 0);
   a.nan.assign(n, 0);
   a.nonfinite.assign(n, 0);
+  a.min_nonzero_m1 = 0xFFFFFFFFu;
   const std::uint32_t limit = finite_only ? 0x7F7FFFFFu : 0x7F800000u;
-  row_blocks(&x.data[static_cast<std::size_t>(r) * static_cast<std::size_t>(x.cols)], x.cols, bc,
-             static_cast<std::int32_t>(limit), a.bits.data(), a.nan.data(), a.nonfinite.data());
+  for (int r = r0; r < r1; ++r) {
+    const float* v = &x.data[static_cast<std::size_t>(r) * static_cast<std::size_t>(x.cols)];
+    row_blocks(v, x.cols, bc, static_cast<std::int32_t>(limit), a.bits.data(), a.nan.data(), a.nonfinite.data());
+    if (want_min) row_min_nonzero(v, x.cols, &a.min_nonzero_m1);
+  }
 }
 
 }  // namespace
@@ -417,27 +441,70 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
     }
     to_elements(buf.data(), static_cast<std::size_t>(C), el, p, rptr ? rptr + idx(r, 0) : nullptr, &q.codes[idx(r, 0)]);
   };
+  // Row r's codes of fp32(x * mult[c / block]) in one pass (ScaledBatch: the multiplication inside the
+  // batch conversion, NaN multipliers giving their own NaN; its loop asks for the input 2 KiB ahead, into
+  // the next row).
+  const ScaledBatch scaled(el, p);
+  auto scaled_row = [&](int r, const float* mult, int block) {
+    scaled.run(&x.data[idx(r, 0)], static_cast<std::size_t>(C), mult, static_cast<std::size_t>(block),
+               &q.codes[idx(r, 0)], rptr ? rptr + idx(r, 0) : nullptr);
+  };
   // Every element times (or, with `divide`, over) its block's factor f[(r / br) * nbc + c / bc], then
   // into codes: the fp32 operation each scheme specifies, then the element conversion.  A NaN factor
   // gives its own NaN whatever the element (the product of two NaNs is the factor's, as the scalar
   // loop this replaces computed it).
   auto convert_rows = [&](int br, int bc, int nbc, const std::vector<float>& f, bool divide) {
-    const bool nan_factor = !divide && std::any_of(f.begin(), f.end(), [](float m) { return std::isnan(m); });
+    if (!divide) {
+      for (int r = 0; r < R; ++r) scaled_row(r, &f[static_cast<std::size_t>(r / br) * static_cast<std::size_t>(nbc)], bc);
+      return;
+    }
+    // Division (nvfp4-1level): a row of quotients, then the batch conversion.
     for (int r = 0; r < R; ++r) {
-      const float* v = &x.data[idx(r, 0)];
-      const float* fr = &f[static_cast<std::size_t>(r / br) * static_cast<std::size_t>(nbc)];
-      if (bc == 1) {
-        row_multiply_columns(v, C, fr, buf.data());
-        if (nan_factor)
-          for (int c = 0; c < C; ++c)
-            if (std::isnan(fr[c])) buf[static_cast<std::size_t>(c)] = fr[c];
-      } else {
-        row_multiply(v, C, bc, fr, divide, buf.data());
-        if (nan_factor)
-          for (int c0 = 0, blk = 0; c0 < C; c0 += bc, ++blk)
-            if (std::isnan(fr[blk])) std::fill(buf.begin() + c0, buf.begin() + std::min(C, c0 + bc), fr[blk]);
+      row_multiply(&x.data[idx(r, 0)], C, bc, &f[static_cast<std::size_t>(r / br) * static_cast<std::size_t>(nbc)],
+                   true, buf.data());
+      convert_row(r);
+    }
+  };
+
+  // One pass for blocks of br rows by bc (> 1) columns: band k's block amaxes are gathered while band k - 1 is
+  // converted, chunk by chunk, so that reading the next rows from memory overlaps the conversion of rows
+  // already in cache (one stream over the input instead of an amax pass and a conversion pass per band;
+  // for br = R, the tensor scheme, it is those two passes).  band_mults(r0, r1, t) returns the multipliers
+  // of band [r0, r1) (one per block) from its amaxes t and records its scales; after_row(r) runs once row
+  // r's codes are written.  want_min: the amaxes carry the band's smallest non-zero |x| too.
+  auto banded = [&](int br, int bc, bool finite_only, bool want_min, auto&& band_mults, auto&& after_row) {
+    const std::int32_t lim = finite_only ? 0x7F7FFFFF : 0x7F800000;
+    const int chunk = chunk_of(bc, C);
+    BlockAmaxes cur, next;
+    band_amaxes(x, 0, std::min(R, br), bc, finite_only, want_min, cur);
+    for (int r0 = 0; r0 < R; r0 += br) {
+      const int r1 = std::min(R, r0 + br);
+      const float* mult = band_mults(r0, r1, cur);
+      if (r1 < R) {
+        next.nbr = 1;
+        next.nbc = cur.nbc;
+        next.bits.assign(cur.bits.size(), 0);
+        next.nan.assign(cur.nan.size(), 0);
+        next.nonfinite.assign(cur.nonfinite.size(), 0);
+        next.min_nonzero_m1 = 0xFFFFFFFFu;
       }
-            convert_row(r);
+      for (int r = r0; r < r1; ++r) {
+        const int ra = r + br;  // the row of the next band gathered meanwhile
+        for (int c0 = 0; c0 < C; c0 += chunk) {
+          const int len = std::min(chunk, C - c0);
+          const auto blk = static_cast<std::size_t>(c0 / bc);
+          if (ra < R) {
+            const float* g = &x.data[idx(ra, c0)];
+            stream_blocks(g, len, bc, lim, &next.bits[blk], &next.nan[blk], &next.nonfinite[blk],
+                          x.data.data() + x.data.size());
+            if (want_min) row_min_nonzero(g, len, &next.min_nonzero_m1);
+          }
+          scaled.run(&x.data[idx(r, c0)], static_cast<std::size_t>(len), mult + blk, static_cast<std::size_t>(bc),
+                     &q.codes[idx(r, c0)], rptr ? rptr + idx(r, c0) : nullptr);
+        }
+        after_row(r);
+      }
+      std::swap(cur, next);
     }
   };
 
@@ -476,22 +543,18 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
         q.scales.push_back(scale_code);
         return s;
       };
-      if (any && br == 1) {
-        // One row per block row: its amaxes, scales and codes while the row is in cache.
-        BlockAmaxes t;
+      if (any && bc > 1) {
         std::vector<float> mult;
-        for (int r = 0; r < R; ++r) {
-          row_amaxes(x, r, bc, false, t);
-          mult.clear();
-          for (int c0 = 0, blk = 0; c0 < C; c0 += bc, ++blk)
-            mult.push_back(block_scale(amax_of(t, static_cast<std::size_t>(blk), r, r + 1, c0, std::min(C, c0 + bc), false)));
-          const float* v = &x.data[idx(r, 0)];
-          row_multiply(v, C, bc, mult.data(), false, buf.data());
-                    for (int c0 = 0, blk = 0; c0 < C; c0 += bc, ++blk)
-            if (std::isnan(mult[static_cast<std::size_t>(blk)]))
-              std::fill(buf.begin() + c0, buf.begin() + std::min(C, c0 + bc), mult[static_cast<std::size_t>(blk)]);
-          convert_row(r);
-        }
+        banded(
+            br, bc, false, false,
+            [&](int r0, int r1, const BlockAmaxes& t) {
+              mult.clear();
+              for (int c0 = 0, blk = 0; c0 < C; c0 += bc, ++blk)
+                mult.push_back(
+                    block_scale(amax_of(t, static_cast<std::size_t>(blk), r0, r1, c0, std::min(C, c0 + bc), false)));
+              return mult.data();
+            },
+            [](int) {});
       } else {
         const BlockAmaxes t = any ? block_amaxes(x, br, bc, false) : BlockAmaxes{};
         std::vector<float> mult;
@@ -559,52 +622,118 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
       const int nbc = (C + o.block - 1) / o.block;
       const int emax = emax_elem(el);
       const int mantissa_bits = el.mantissa_bits;
-      BlockAmaxes t;  // row r's blocks
       std::vector<int> fix;  // columns of this row that take the scalar path after the batch
       std::vector<float> mults(static_cast<std::size_t>(nbc));
       q.scales.reserve(static_cast<std::size_t>(R) * static_cast<std::size_t>(nbc));
-      for (int r = 0; r < R; ++r) {
-        row_amaxes(x, r, o.block, finite_only, t);
-        fix.clear();
-        const std::size_t first = q.scales.size();
-        bool nan_scale = false;
-        for (int c0 = 0, blk = 0; c0 < C; c0 += o.block, ++blk) {
-          const int c1 = std::min(C, c0 + o.block);
-          const auto b = static_cast<std::size_t>(blk);
-          std::uint64_t sc = 0;
-          if (o.nonfinite == NonFinite::scale_nan && t.nonfinite[b]) sc = 0xFF;
-          else sc = mx_scale_of(amax_of(t, b, r, r + 1, c0, c1, finite_only), emax, elem_max, mantissa_bits, o.mx_rule);
-          q.scales.push_back(sc);
-          nan_scale |= sc == 0xFF;
-          // x * 2^(127 - e) as TE and torchao form it: e = 254 gives the f32 subnormal 2^-127.
-          mults[static_cast<std::size_t>(blk)] = rules::mx_multiplier(sc);
-        }
-        row_multiply(&x.data[idx(r, 0)], C, o.block, mults.data(), false, buf.data());
-                // The OCP rules divide by the power of two exactly: the same fp32 multiplication whenever its
-        // result is a normal number (or the input is zero or infinite); the rest take the exact scalar
-        // route, and a NaN input stays itself.
-        if (!fp32_multiply && mx_row_special(&x.data[idx(r, 0)], buf.data(), C)) {
-          for (int c0 = 0, blk = 0; c0 < C; c0 += o.block, ++blk) {
-            if (q.scales[first + static_cast<std::size_t>(blk)] == 0xFF) continue;
-            for (int c = c0; c < std::min(C, c0 + o.block); ++c) {
-              const float v = at(r, c);
-              const float y = buf[static_cast<std::size_t>(c)];
-              if (std::isnan(v)) buf[static_cast<std::size_t>(c)] = v;
-              else if (rules::mx_needs_exact(v, y)) fix.push_back(c);
-            }
-          }
-        }
-        convert_row(r);
-        if (nan_scale)
-          for (int c0 = 0, blk = 0; c0 < C; c0 += o.block, ++blk) {
-            if (q.scales[first + static_cast<std::size_t>(blk)] != 0xFF) continue;
-            for (int c = c0; c < std::min(C, c0 + o.block); ++c) q.codes[idx(r, c)] = static_cast<std::uint8_t>(round_to(el, nan_in, p, rb(idx(r, c))).code);
-          }
-        for (int c : fix) {
-          const int se = static_cast<int>(q.scales[first + static_cast<std::size_t>(c / o.block)]) - 127;
-          q.codes[idx(r, c)] = static_cast<std::uint8_t>(to_element_scaled(at(r, c), se, el, p, rb(idx(r, c))));
-        }
+      std::size_t first = 0;  // the current row's first scale
+      // rceil / rne: rules::mx_scale's conversion, prepared once.
+      std::vector<float> descale(fp32_multiply ? static_cast<std::size_t>(nbc) : 0);
+      std::vector<std::uint8_t> e8m0_codes(descale.size());
+      const float inv_elem_max = 1.0f / elem_max;
+      const float one = 1.0f;
+      std::unique_ptr<ScaledBatch> to_e8m0;
+      if (fp32_multiply) {
+        Policy sp;
+        sp.rounding = o.mx_rule == MxRule::rceil ? Rounding::rup : Rounding::rne;
+        sp.overflow = Overflow::satfinite;
+        sp.quirks.unsigned_negative = UnsignedNegative::magnitude;
+        to_e8m0 = std::make_unique<ScaledBatch>(formats::e8m0, sp);
       }
+      bool nan_scale = false;
+      // The OCP rules divide by the power of two exactly: the same fp32 multiplication whenever its result
+      // is a normal number (or the input is zero or infinite); the rest take the exact scalar route, and a
+      // NaN input stays itself.  A row that may hold such an element is done again through a row of products
+      // (rare; doing it again where nothing needed it gives the same codes).  Which rows: y = v * 2^(127 - e)
+      // cannot overflow (the scale comes from the block's amax, and e >= the floor rule's e), so y is not
+      // normal only for a NaN v (the block's NaN flag), a NaN scale (its multiplier is 0), or a non-zero
+      // |v| < 2^(e - 253); the row's smallest non-zero |v| against its largest e decides the last.
+      bool row_special = false;
+      banded(
+          1, o.block, finite_only, !fp32_multiply,
+          [&](int r, int, const BlockAmaxes& t) {
+            first = q.scales.size();
+            q.scales.resize(first + static_cast<std::size_t>(nbc));
+            std::uint64_t* sc = &q.scales[first];
+            const auto n = static_cast<std::size_t>(nbc);
+            // Every block from its amax pattern, in loops without branches per block (the rule is a constant in
+            // each); the rare blocks follow: a NaN amax where NaN propagates (amax_of gives that NaN: 0xFF), and
+            // blocks holding NaN or Inf under scale-nan.
+            if (fp32_multiply) {
+              // rules::mx_scale for rceil / rne is one conversion of a * fp32(1 / elem_max) into e8m0: the row's
+              // blocks go through the batch path together.
+              for (std::size_t k = 0; k < n; ++k) descale[k] = t.value(k) * inv_elem_max;
+              to_e8m0->run(descale.data(), n, &one, n, e8m0_codes.data(), nullptr);
+              for (std::size_t k = 0; k < n; ++k) sc[k] = e8m0_codes[k];
+            } else {
+              auto fill = [&](auto rule) {
+                for (std::size_t k = 0; k < n; ++k)
+                  sc[k] = mx_scale_of(t.value(k), emax, elem_max, mantissa_bits, decltype(rule)::value);
+              };
+              switch (o.mx_rule) {
+                case MxRule::floor: fill(std::integral_constant<MxRule, MxRule::floor>{}); break;
+                case MxRule::ceil: fill(std::integral_constant<MxRule, MxRule::ceil>{}); break;
+                case MxRule::even: fill(std::integral_constant<MxRule, MxRule::even>{}); break;
+                default: break;  // rceil, rne: fp32_multiply
+              }
+            }
+            if (o.amax_propagates_nan && !finite_only)
+              for (std::size_t k = 0; k < n; ++k)
+                if (t.nan[k]) {
+                  const int c0 = static_cast<int>(k) * o.block;
+                  sc[k] = mx_scale_of(amax_of(t, k, r, r + 1, c0, std::min(C, c0 + o.block), finite_only), emax,
+                                      elem_max, mantissa_bits, o.mx_rule);
+                }
+            if (o.nonfinite == NonFinite::scale_nan)
+              for (std::size_t k = 0; k < n; ++k)
+                if (t.nonfinite[k]) sc[k] = 0xFF;
+            std::uint64_t nan_any = 0;
+            for (std::size_t k = 0; k < n; ++k) {
+              nan_any |= static_cast<std::uint64_t>(sc[k] == 0xFF);
+              // x * 2^(127 - e) as TE and torchao form it: e = 254 gives the f32 subnormal 2^-127.
+              mults[k] = rules::mx_multiplier(sc[k]);
+            }
+            nan_scale = nan_any != 0;
+            if (!fp32_multiply) {
+              std::uint64_t nan_block = 0, e_max = 0;
+              for (std::size_t k = 0; k < n; ++k) {
+                nan_block |= t.nan[k];
+                e_max = std::max(e_max, sc[k] == 0xFF ? 0 : sc[k]);
+              }
+              // 2^(e_max - 253) as an f32 pattern (0 below the smallest subnormal: no non-zero |v| lies under it).
+              const int te = static_cast<int>(e_max) - 253;
+              const std::uint32_t below = te >= -126 ? static_cast<std::uint32_t>(te + 127) << 23
+                                          : te >= -149 ? 1u << (te + 149)
+                                                       : 0u;
+              row_special = nan_scale || nan_block != 0 || (below != 0 && t.min_nonzero_m1 < below - 1);
+            }
+            return mults.data();
+          },
+          [&](int r) {
+            fix.clear();
+            if (row_special) {
+              row_multiply(&x.data[idx(r, 0)], C, o.block, mults.data(), false, buf.data());
+              for (int c0 = 0, blk = 0; c0 < C; c0 += o.block, ++blk) {
+                if (q.scales[first + static_cast<std::size_t>(blk)] == 0xFF) continue;
+                for (int c = c0; c < std::min(C, c0 + o.block); ++c) {
+                  const float v = at(r, c);
+                  const float y = buf[static_cast<std::size_t>(c)];
+                  if (std::isnan(v)) buf[static_cast<std::size_t>(c)] = v;
+                  else if (rules::mx_needs_exact(v, y)) fix.push_back(c);
+                }
+              }
+              convert_row(r);
+            }
+            if (nan_scale)
+              for (int c0 = 0, blk = 0; c0 < C; c0 += o.block, ++blk) {
+                if (q.scales[first + static_cast<std::size_t>(blk)] != 0xFF) continue;
+                for (int c = c0; c < std::min(C, c0 + o.block); ++c)
+                  q.codes[idx(r, c)] = static_cast<std::uint8_t>(round_to(el, nan_in, p, rb(idx(r, c))).code);
+              }
+            for (int c : fix) {
+              const int se = static_cast<int>(q.scales[first + static_cast<std::size_t>(c / o.block)]) - 127;
+              q.codes[idx(r, c)] = static_cast<std::uint8_t>(to_element_scaled(at(r, c), se, el, p, rb(idx(r, c))));
+            }
+          });
       break;
     }
     case Scheme::nvfp4:
@@ -703,12 +832,13 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
       for (std::size_t sc = 0; sc < mult_of.size(); ++sc)
         mult_of[sc] = rules::nvfp4_multiplier(sc, s_enc, s_dec, o.variant == Variant::fast_math,
                                               o.zero_scale == ZeroScale::reference);
-      const bool nan_mult = std::any_of(mult_of.begin(), mult_of.end(), [](float m) { return std::isnan(m); });
       // One row of blocks at a time: step 5 for each block, the block decode scales into e4m3 through the
       // batch path (as the scalar conversion with r = 0 under rne), then the rows' elements.
       const auto nbc = static_cast<std::size_t>(t.nbc);
       const float enc_sixth = s_enc * rules::nvfp4_sixth();
       std::vector<float> block_dec(nbc), mults(nbc);
+      const ScaledBatch to_scale(formats::e4m3, sat);  // times 1: the conversion of block_dec itself
+      const float one = 1.0f;
       std::vector<std::uint8_t> block_codes(nbc);
       q.scales.reserve(static_cast<std::size_t>(t.nbr) * nbc);
       for (int i = 0; i < t.nbr; ++i) {
@@ -723,18 +853,10 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
             const float ba = amax_of(t, first + k, r0, r1, c0, std::min(C, c0 + 16), false);
             block_dec[k] = std::fmin(ba * enc_sixth, FLT_MAX);
           }
-        convert_batch(formats::f32, block_dec.data(), nbc, formats::e4m3, sat, block_codes.data(), nullptr, nullptr,
-                      nullptr);
+        to_scale.run(block_dec.data(), nbc, &one, nbc, block_codes.data(), nullptr);
         q.scales.insert(q.scales.end(), block_codes.begin(), block_codes.end());
         for (std::size_t k = 0; k < nbc; ++k) mults[k] = mult_of[block_codes[k]];
-        for (int r = r0; r < r1; ++r) {
-          row_multiply(&x.data[idx(r, 0)], C, 16, mults.data(), false, buf.data());
-          if (nan_mult)
-            for (int c0 = 0, blk = 0; c0 < C; c0 += 16, ++blk)
-              if (std::isnan(mults[static_cast<std::size_t>(blk)]))
-                std::fill(buf.begin() + c0, buf.begin() + std::min(C, c0 + 16), mults[static_cast<std::size_t>(blk)]);
-          convert_row(r);
-        }
+        for (int r = r0; r < r1; ++r) scaled_row(r, mults.data(), 16);
       }
       break;
     }

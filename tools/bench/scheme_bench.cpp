@@ -6,10 +6,11 @@
 //   BM_PlainCodes/<element>: the same conversion delivered as quantize delivers codes, one byte per
 //     element in a freshly allocated, zeroed vector (16 MiB here), converted row by row straight into it;
 //   BM_Scheme/<scheme>: lowbit::scale::quantize (amax passes, scales, element codes), one thread.
-// Input: a 4096 x 4096 f32 tensor of normally distributed values (seeded), elements per second.
+// Input: a 4096 x 4096 (LOWBIT_SCHEME_BENCH_SIDE) f32 tensor of normally distributed values (seeded), elements per second.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,7 +23,14 @@ namespace {
 
 using namespace lowbit;
 
-constexpr int kSide = 4096;
+// The tensor's side: 4096 (64 MiB of f32, streamed from memory), or LOWBIT_SCHEME_BENCH_SIDE (for example
+// 256: 256 KiB, which stays in cache and so shows the arithmetic alone).
+int side_from_env() {
+  const char* s = std::getenv("LOWBIT_SCHEME_BENCH_SIDE");
+  const int v = s != nullptr ? std::atoi(s) : 0;
+  return v >= 16 && v <= 16384 ? v : 4096;
+}
+const int kSide = side_from_env();
 
 const scale::Tensor& input() {
   static const scale::Tensor t = [] {

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "lowbit/format.hpp"
 #include "lowbit/policy.hpp"
@@ -39,6 +40,32 @@ void convert_batch(const Format& from, const void* in, std::size_t n, const Form
 // baseline the benchmarks and tests compare against).  Any source of up to 64 bits, any target.
 void convert_batch_scalar(const Format& from, const void* in, std::size_t n, const Format& to, const Policy& p,
                           void* out_codes, std::uint8_t* flags, std::int8_t* ternary, const std::uint32_t* rbits);
+
+// A scaled conversion prepared once for many calls: the element codes of fp32(in[i] * mult[i / block]),
+// i.e. one IEEE fp32 multiplication (round to nearest even, subnormals kept) and then convert_batch's
+// conversion of the product from f32 into `to`, bit for bit what convert() gives for that product.  This
+// is the inner step of every scaling scheme (scale.cpp): multiplying in the conversion's own pass saves
+// writing and re-reading a row of products, and preparing the per-call tables once saves their set-up on
+// every row.
+//
+// NaN rule (the one scale.cpp defines for its fp32 step): a NaN multiplier gives that NaN bit for bit
+// whatever in[i] is; a NaN in[i] with a non-NaN multiplier gives in[i] quieted, as the fp32
+// multiplication does.  block >= 1 (1: one multiplier per element).  Codes are batch_code_bytes(to)
+// bytes each; rbits as for convert_batch.
+class ScaledBatch {
+ public:
+  ScaledBatch(const Format& to, const Policy& p);
+  ~ScaledBatch();
+  ScaledBatch(const ScaledBatch&) = delete;
+  ScaledBatch& operator=(const ScaledBatch&) = delete;
+
+  void run(const float* in, std::size_t n, const float* mult, std::size_t block, void* out_codes,
+           const std::uint32_t* rbits) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // The instruction set the dispatcher picks on this machine (for example "AVX3" or "AVX2").
 const char* batch_target_name();
