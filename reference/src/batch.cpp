@@ -489,10 +489,16 @@ std::size_t LoopScaled(const Params& params, const float* in, std::size_t n, con
   if (block == 1) {
     for (; i + lanes <= n; i += lanes) one(i, hn::LoadU(df, mult + i));
   } else if (block % lanes == 0) {
-    // Whole blocks of whole vectors, one broadcast each; a block cut short by n ends the loop.
-    for (std::size_t b = 0; i + lanes <= n; ++b) {
+    // Whole blocks of whole vectors, one broadcast each (counted loops: two vectors a block for MX's 32
+    // on AVX-512), then the vectors of a last block cut short by n.
+    const std::size_t per = block / lanes, full = n / block;
+    for (std::size_t b = 0; b < full; ++b) {
       const auto m = hn::Set(df, mult[b]);
-      for (std::size_t k = 0; k < block && i + lanes <= n; k += lanes, i += lanes) one(i, m);
+      for (std::size_t k = 0; k < per; ++k, i += lanes) one(i, m);
+    }
+    if (i + lanes <= n) {
+      const auto m = hn::Set(df, mult[full]);
+      for (; i + lanes <= n; i += lanes) one(i, m);
     }
   } else {
     alignas(64) float lane_mult[64];  // 32-bit lanes: at most 64 up to 2048-bit vectors
