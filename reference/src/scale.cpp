@@ -269,7 +269,7 @@ BlockAmaxes block_amaxes(const Tensor& x, int br, int bc, bool finite_only) {
 
 // The block amaxes of rows [r0, r1) alone (one row of blocks of r1 - r0 rows by bc columns), into a
 // (reused): that band's entries of block_amaxes(x, r1 - r0, bc, finite_only); with want_min also the band's
-// smallest non-zero |x| pattern.  bc > 1.
+// smallest non-zero |x| pattern.  Any bc >= 1 (the schemes with one block per column take block_amaxes).
 void band_amaxes(const Tensor& x, int r0, int r1, int bc, bool finite_only, bool want_min, BlockAmaxes& a) {
   a.nbr = 1;
   a.nbc = (x.cols + bc - 1) / bc;
@@ -466,7 +466,7 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
     }
   };
 
-  // One pass for blocks of br rows by bc (> 1) columns: band k's block amaxes are gathered while band k - 1 is
+  // One pass for blocks of br rows by bc columns (bc >= 1; MX may have blocks of 1): band k's block amaxes are gathered while band k - 1 is
   // converted, chunk by chunk, so that reading the next rows from memory overlaps the conversion of rows
   // already in cache (one stream over the input instead of an amax pass and a conversion pass per band;
   // for br = R, the tensor scheme, it is those two passes).  band_mults(r0, r1, t) returns the multipliers
