@@ -250,7 +250,16 @@ BlockAmaxes block_amaxes(const Tensor& x, int br, int bc, bool finite_only) {
     const float* v = &x.data[static_cast<std::size_t>(r) * cols];
     const std::size_t base = static_cast<std::size_t>(r / br) * static_cast<std::size_t>(a.nbc);
     if (bc == 1) {  // one block per column: the row updates a whole row of blocks
-      row_columns(v, x.cols, limit, &a.bits[base], acc_nan.data(), acc_nonfinite.data());
+      // In chunks, each asking for the next one's memory first, as stream_blocks does.
+      const float* end = x.data.data() + x.data.size();
+      const int chunk = chunk_of(1, x.cols);
+      for (int c0 = 0; c0 < x.cols; c0 += chunk) {
+        const int len = std::min(chunk, x.cols - c0);
+        const float* ahead = v + c0 + len;
+        for (const float* q = ahead; q < std::min(end, ahead + len); q += 16) __builtin_prefetch(q, 0, 2);
+        const auto at = static_cast<std::size_t>(c0);
+        row_columns(v + c0, len, limit, &a.bits[base + at], &acc_nan[at], &acc_nonfinite[at]);
+      }
       if ((r + 1) % br == 0 || r + 1 == x.rows) {
         for (std::size_t c = 0; c < cols; ++c) {
           a.nan[base + c] = static_cast<std::uint8_t>(acc_nan[c] != 0);
