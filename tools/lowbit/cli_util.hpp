@@ -97,6 +97,10 @@ inline void write_all(const std::string& path, const std::string& text, const st
 // `lowbit profiles --diff` followed by exact_value, the exact decimal.
 nlohmann::ordered_json profile_difference_rows(bool short_values);
 
+// A short exact form of a code for tables: the decimal when it is short (at most 14 characters), else
+// s*2^e with s odd ("2^-127"); defined in profile_diff_json.cpp.
+std::string short_value(const Format& f, std::uint64_t code);
+
 // Run a subcommand body: an InputError prints its message and exits 2.
 template <class F>
 void guarded(F&& body) {

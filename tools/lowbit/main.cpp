@@ -33,6 +33,7 @@ namespace {
 
 using lowbit::Format;
 using lowbit::Result;
+using lowbit::cli::short_value;
 using json = nlohmann::json;
 
 // A usage or input error: main prints "lowbit: <message>" on stderr and exits 2.
@@ -109,20 +110,6 @@ std::string code_problem(const Format& f, std::string_view text) {
 // Exact decimal text of significand * 2^exponent.
 std::string dyadic(std::uint64_t significand, int exponent) {
   return lowbit::exact::decimal(false, mpz_class(std::to_string(significand)), exponent);
-}
-
-// A short exact form for tables: the decimal when it is short, else s*2^e with s odd ("2^-127").
-std::string short_value(const Format& f, std::uint64_t code) {
-  const std::string d = lowbit::exact::code_text(f, code);
-  if (d.size() <= 14) return d;
-  const lowbit::Unpacked u = lowbit::unpack(f, code);
-  std::uint64_t s = u.significand;
-  int e = u.exponent;
-  while (s != 0 && (s & 1) == 0) {
-    s >>= 1;
-    ++e;
-  }
-  return std::string(u.negative ? "-" : "") + (s == 1 ? "" : std::to_string(s) + "*") + "2^" + std::to_string(e);
 }
 
 // ---- lowbit formats -------------------------------------------------------------------------------

@@ -25,7 +25,8 @@ std::string flags_text(std::uint8_t flags) {
   return s.empty() ? "-" : s;
 }
 
-// The short exact form `lowbit profiles --diff` prints: the decimal when short, else s*2^e with s odd.
+}  // namespace
+
 std::string short_value(const Format& f, std::uint64_t code) {
   const std::string d = exact::code_text(f, code);
   if (d.size() <= 14) return d;
@@ -38,8 +39,6 @@ std::string short_value(const Format& f, std::uint64_t code) {
   }
   return std::string(u.negative ? "-" : "") + (s == 1 ? "" : std::to_string(s) + "*") + "2^" + std::to_string(e);
 }
-
-}  // namespace
 
 nlohmann::ordered_json profile_difference_rows(bool short_values) {
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
