@@ -366,7 +366,9 @@ TEST(ScaledBatch, EqualsConvertOfTheProduct) {
             const auto mult = random_multipliers(n / block + 2, static_cast<std::uint32_t>(n + block));
             const auto rb = random_bits(n + 1, 8, static_cast<std::uint32_t>(n));
             std::vector<unsigned char> out(n * bytes + 1, 0xEE);
-            sb.run(in.data() + 1, n, mult.data() + 1, block, out.data(), rb.data() + 1);
+            // The read-ahead hint (any address: a prefetch never faults) must not change a code.
+            const float* ahead = (n + block) % 2 == 0 ? nullptr : in.data() + n / 2;
+            sb.run(in.data() + 1, n, mult.data() + 1, block, out.data(), rb.data() + 1, ahead);
             for (std::size_t i = 0; i < n; ++i) {
               const float m = mult[1 + (block == 1 ? i : i / block)];
               const std::uint32_t y = scaled_product(bits[i + 1], m);
@@ -377,6 +379,60 @@ TEST(ScaledBatch, EqualsConvertOfTheProduct) {
             }
             ASSERT_EQ(out[n * bytes], 0xEE) << "wrote past the end";
           }
+      }
+    ++tested;
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_GE(tested, 1);
+}
+
+// ---- block_abs_max_bits: the block schemes' amax pass ------------------------------------------------
+
+// Values for the maxima: zeros of both signs, subnormals, normals of every size, infinities, NaNs of both
+// signs with payloads, and patterns that differ only in the sign bit.
+std::vector<float> random_block_values(std::size_t n, std::uint32_t seed) {
+  std::mt19937 g(seed);
+  const std::uint32_t fixed[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu, 0x7F7FFFFFu, 0xFF7FFFFFu,
+                                 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00001u, 0x7F800001u, 0x3F800000u};
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    // Mostly finite (so that most blocks have a finite maximum to find), some specials, some raw patterns.
+    const std::uint32_t k = g() % 96;
+    const std::uint32_t b = k < 12 ? fixed[k] : k < 88 ? (g() & 0x807FFFFFu) | ((g() % 255) << 23) : g();
+    x = std::bit_cast<float>(b);
+  }
+  return v;
+}
+
+TEST(BlockAbsMax, EqualsTheScalarMaxima) {
+  int tested = 0;
+  for (const std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (const std::size_t block : {1, 4, 7, 8, 16, 32, 48, 64, 100, 128, 512, 5000})
+      for (const std::size_t n : {0, 1, 15, 16, 17, 31, 32, 33, 200, 511, 512, 513, 1000, 4100}) {
+        const auto seed = static_cast<std::uint32_t>(n * 131 + block);
+        // One element of offset: the input is not vector-aligned.
+        const std::vector<float> v = random_block_values(n + 1, seed);
+        const std::size_t blocks = (n + block - 1) / block;
+        std::mt19937 g(seed);
+        std::vector<std::uint32_t> start(blocks + 1);  // maxima merged into: some already large
+        for (auto& t : start) t = g() % 3 == 0 ? g() & 0x7FFFFFFFu : 0u;
+        std::vector<std::uint32_t> want = start;
+        std::uint32_t want_min = g() % 2 == 0 ? 0xFFFFFFFFu : 0x3F000000u;
+        const std::uint32_t start_min = want_min;
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::uint32_t a = std::bit_cast<std::uint32_t>(v[i + 1]) & 0x7FFFFFFFu;
+          want[i / block] = std::max(want[i / block], a);
+          if (a != 0) want_min = std::min(want_min, a - 1);
+        }
+        for (const bool with_min : {false, true}) {
+          std::vector<std::uint32_t> top = start;
+          std::uint32_t min_m1 = start_min;
+          block_abs_max_bits(v.data() + 1, n, block, top.data(), with_min ? &min_m1 : nullptr);
+          ASSERT_EQ(top, want) << "block " << block << " n " << n;  // the entry past the last block untouched
+          ASSERT_EQ(min_m1, with_min ? want_min : start_min) << "block " << block << " n " << n;
+        }
       }
     ++tested;
   }

@@ -469,7 +469,7 @@ std::size_t ConvertVectors(const Params& c, Rounding rounding, const void* in, s
 // taking its own bits, then Convert on the products' bits as Loop does for an f32 source.
 template <Rounding R, bool kSimple>
 std::size_t LoopScaled(const Params& params, const float* in, std::size_t n, const float* mult, std::size_t block,
-                       void* out, std::size_t out_bytes, const std::uint32_t* rbits) {
+                       void* out, std::size_t out_bytes, const std::uint32_t* rbits, const float* ahead) {
   const Params c = params;  // a local copy, as in Loop
   const DU du;
   const DF df;
@@ -477,7 +477,7 @@ std::size_t LoopScaled(const Params& params, const float* in, std::size_t n, con
   const hn::Rebind<std::uint16_t, DU> d16;
   const std::size_t lanes = hn::Lanes(du);
   auto one = [&](std::size_t i, hn::Vec<DF> m) HWY_ATTR {
-    hwy::Prefetch(in + i + 512);  // as in Loop
+    hwy::Prefetch(ahead + i);  // in + i + 512 as in Loop, or where the caller reads next
     const auto v = hn::LoadU(df, in + i);
     const VU x = hn::BitCast(du, hn::IfThenElse(hn::IsNaN(m), m, hn::Mul(v, m)));
     const VU r = is_stochastic(R) ? hn::LoadU(du, rbits + i) : hn::Zero(du);
@@ -485,6 +485,7 @@ std::size_t LoopScaled(const Params& params, const float* in, std::size_t n, con
     if (out_bytes == 1) hn::StoreU(hn::TruncateTo(d8, packed), d8, static_cast<std::uint8_t*>(out) + i);
     else hn::StoreU(hn::TruncateTo(d16, packed), d16, static_cast<std::uint16_t*>(out) + i);
   };
+  if (ahead == nullptr) ahead = in + 512;
   std::size_t i = 0;
   if (block == 1) {
     for (; i + lanes <= n; i += lanes) one(i, hn::LoadU(df, mult + i));
@@ -512,26 +513,118 @@ std::size_t LoopScaled(const Params& params, const float* in, std::size_t n, con
 
 template <Rounding R>
 std::size_t RunScaled(const Params& c, const float* in, std::size_t n, const float* mult, std::size_t block, void* out,
-                      std::size_t out_bytes, const std::uint32_t* rbits) {
-  if (Simple(c, false)) return LoopScaled<R, true>(c, in, n, mult, block, out, out_bytes, rbits);
-  return LoopScaled<R, false>(c, in, n, mult, block, out, out_bytes, rbits);
+                      std::size_t out_bytes, const std::uint32_t* rbits, const float* ahead) {
+  if (Simple(c, false)) return LoopScaled<R, true>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
+  return LoopScaled<R, false>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
 }
 
 // Converts the largest multiple of the vector length; returns how many elements it did.
 std::size_t ConvertScaledVectors(const Params& c, Rounding rounding, const float* in, std::size_t n, const float* mult,
-                                 std::size_t block, void* out, std::size_t out_bytes, const std::uint32_t* rbits) {
+                                 std::size_t block, void* out, std::size_t out_bytes, const std::uint32_t* rbits,
+                                 const float* ahead) {
   switch (rounding) {
-    case Rounding::rne: return RunScaled<Rounding::rne>(c, in, n, mult, block, out, out_bytes, rbits);
-    case Rounding::rna: return RunScaled<Rounding::rna>(c, in, n, mult, block, out, out_bytes, rbits);
-    case Rounding::rtz: return RunScaled<Rounding::rtz>(c, in, n, mult, block, out, out_bytes, rbits);
-    case Rounding::rup: return RunScaled<Rounding::rup>(c, in, n, mult, block, out, out_bytes, rbits);
-    case Rounding::rdn: return RunScaled<Rounding::rdn>(c, in, n, mult, block, out, out_bytes, rbits);
-    case Rounding::rto: return RunScaled<Rounding::rto>(c, in, n, mult, block, out, out_bytes, rbits);
-    case Rounding::sr_a: return RunScaled<Rounding::sr_a>(c, in, n, mult, block, out, out_bytes, rbits);
-    case Rounding::sr_b: return RunScaled<Rounding::sr_b>(c, in, n, mult, block, out, out_bytes, rbits);
-    case Rounding::sr_c: return RunScaled<Rounding::sr_c>(c, in, n, mult, block, out, out_bytes, rbits);
+    case Rounding::rne: return RunScaled<Rounding::rne>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
+    case Rounding::rna: return RunScaled<Rounding::rna>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
+    case Rounding::rtz: return RunScaled<Rounding::rtz>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
+    case Rounding::rup: return RunScaled<Rounding::rup>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
+    case Rounding::rdn: return RunScaled<Rounding::rdn>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
+    case Rounding::rto: return RunScaled<Rounding::rto>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
+    case Rounding::sr_a: return RunScaled<Rounding::sr_a>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
+    case Rounding::sr_b: return RunScaled<Rounding::sr_b>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
+    case Rounding::sr_c: return RunScaled<Rounding::sr_c>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
   }
   return 0;
+}
+
+// ---- block maxima of |x| (block_abs_max_bits, batch.hpp) --------------------------------------------
+// Each block's vectors are reduced vertically (and, max: two operations per vector); the horizontal step,
+// the costly part for short blocks, is shared by `lanes` blocks at a time: their vertical maxima are folded
+// pairwise, each fold one ConcatEven/ConcatOdd pair and a maximum, until one vector holds block j's maximum
+// in lane j (log2(lanes) levels, lanes - 1 folds for lanes blocks instead of one full reduction each).
+// Returns false where the block is not a whole number of vectors (the caller's scalar loop does those).
+#if HWY_TARGET != HWY_SCALAR
+// kPer: vectors per block when it is a small constant (the vertical loop unrolled), 0 otherwise.
+template <std::size_t kPer, bool kMin>
+void BlockAbsMaxT(const float* in, std::size_t n, std::size_t block, std::uint32_t* top, std::uint32_t* min_m1) {
+  const DU du;
+  const std::size_t lanes = hn::Lanes(du);
+  constexpr std::size_t kMax = HWY_MAX_BYTES / sizeof(std::uint32_t);
+  HWY_ALIGN std::uint32_t fold[kMax * kMax];
+  const VU abs_mask = hn::Set(du, 0x7FFFFFFFu), one = hn::Set(du, 1u);
+  VU low = hn::Set(du, 0xFFFFFFFFu);  // minimum of |x| pattern - 1 (wrapping: zeros stay at 0xFFFFFFFF)
+  const auto* bits = reinterpret_cast<const std::uint32_t*>(in);
+  auto load = [&](std::size_t i) HWY_ATTR {
+    const VU a = hn::And(hn::LoadU(du, bits + i), abs_mask);
+    if constexpr (kMin) low = hn::Min(low, hn::Sub(a, one));
+    return a;
+  };
+  // The vertical maximum of the vectors [i, i + count * lanes).
+  auto vertical = [&](std::size_t i, std::size_t count) HWY_ATTR {
+    VU m = hn::Zero(du);
+    for (std::size_t k = 0; k < count; ++k, i += lanes) m = hn::Max(m, load(i));
+    return m;
+  };
+  auto whole_block = [&](std::size_t i) HWY_ATTR {
+    if constexpr (kPer == 0) {
+      return vertical(i, block / lanes);
+    } else {
+      VU m = load(i);
+      for (std::size_t k = 1; k < kPer; ++k) m = hn::Max(m, load(i + k * lanes));
+      return m;
+    }
+  };
+  const std::size_t whole = n / block;
+  std::size_t b = 0;
+  for (; b + lanes <= whole; b += lanes) {
+    for (std::size_t j = 0; j < lanes; ++j) hn::Store(whole_block((b + j) * block), du, fold + j * lanes);
+    for (std::size_t count = lanes; count > 1; count /= 2)
+      for (std::size_t j = 0; j < count / 2; ++j) {
+        const VU lo = hn::Load(du, fold + 2 * j * lanes), hi = hn::Load(du, fold + (2 * j + 1) * lanes);
+        hn::Store(hn::Max(hn::ConcatEven(du, hi, lo), hn::ConcatOdd(du, hi, lo)), du, fold + j * lanes);
+      }
+    hn::StoreU(hn::Max(hn::LoadU(du, top + b), hn::Load(du, fold)), du, top + b);
+  }
+  // The blocks left over (fewer than `lanes`), then a last block cut short by n: one reduction each.
+  auto merge = [&](std::size_t blk, std::size_t i, std::size_t len) HWY_ATTR {
+    const VU v = len == block ? whole_block(i) : vertical(i, len / lanes);
+    std::uint32_t m = hn::GetLane(hn::MaxOfLanes(du, v));
+    for (std::size_t k = i + len / lanes * lanes; k < i + len; ++k) {
+      const std::uint32_t a = bits[k] & 0x7FFFFFFFu;
+      m = a > m ? a : m;
+      if (kMin && a - 1u < *min_m1) *min_m1 = a - 1u;
+    }
+    if (m > top[blk]) top[blk] = m;
+  };
+  for (; b < whole; ++b) merge(b, b * block, block);
+  if (whole * block < n) merge(whole, whole * block, n - whole * block);
+  if constexpr (kMin) {
+    const std::uint32_t m = hn::GetLane(hn::MinOfLanes(du, low));
+    if (m < *min_m1) *min_m1 = m;
+  }
+}
+
+template <bool kMin>
+void BlockAbsMaxPer(const float* in, std::size_t n, std::size_t block, std::uint32_t* top, std::uint32_t* min_m1) {
+  switch (block / hn::Lanes(DU())) {
+    case 1: return BlockAbsMaxT<1, kMin>(in, n, block, top, min_m1);
+    case 2: return BlockAbsMaxT<2, kMin>(in, n, block, top, min_m1);
+    case 4: return BlockAbsMaxT<4, kMin>(in, n, block, top, min_m1);
+    case 8: return BlockAbsMaxT<8, kMin>(in, n, block, top, min_m1);
+    default: return BlockAbsMaxT<0, kMin>(in, n, block, top, min_m1);
+  }
+}
+#endif
+
+bool BlockAbsMax(const float* in, std::size_t n, std::size_t block, std::uint32_t* top, std::uint32_t* min_m1) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)in, (void)n, (void)block, (void)top, (void)min_m1;
+  return false;
+#else
+  if (block == 0 || block % hn::Lanes(DU()) != 0) return false;
+  if (min_m1 != nullptr) BlockAbsMaxPer<true>(in, n, block, top, min_m1);
+  else BlockAbsMaxPer<false>(in, n, block, top, min_m1);
+  return true;
+#endif
 }
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
@@ -545,6 +638,7 @@ namespace batch_detail {
 HWY_EXPORT(ConvertVectors);
 HWY_EXPORT(TargetName);
 HWY_EXPORT(ConvertScaledVectors);
+HWY_EXPORT(BlockAbsMax);
 
 std::size_t bytes_for(int storage_bits) {
   return storage_bits <= 8 ? 1 : storage_bits <= 16 ? 2 : storage_bits <= 32 ? 4 : 8;
@@ -724,19 +818,30 @@ ScaledBatch::ScaledBatch(const Format& to, const Policy& p) : impl_(std::make_un
 ScaledBatch::~ScaledBatch() = default;
 
 void ScaledBatch::run(const float* in, std::size_t n, const float* mult, std::size_t block, void* out_codes,
-                      const std::uint32_t* rbits) const {
+                      const std::uint32_t* rbits, const float* ahead) const {
   const Impl& s = *impl_;
   const bool sr = is_stochastic(s.policy.rounding);
   std::size_t done = 0;
   if (s.vector)
     done = HWY_DYNAMIC_DISPATCH(batch_detail::ConvertScaledVectors)(s.params, s.policy.rounding, in, n, mult, block,
-                                                                   out_codes, s.out_bytes, sr ? rbits : nullptr);
+                                                                   out_codes, s.out_bytes, sr ? rbits : nullptr, ahead);
   // The rest (the tail, or every element of a pair the vector kernel does not take) one at a time.
   for (std::size_t i = done; i < n; ++i) {
     const float m = mult[block == 1 ? i : i / block];
     const float y = std::isnan(m) ? m : in[i] * m;
     const Result r = convert(formats::f32, std::bit_cast<std::uint32_t>(y), *s.to, s.policy, sr ? rbits[i] : 0);
     batch_detail::store_code(out_codes, s.out_bytes, i, r.code);
+  }
+}
+
+void block_abs_max_bits(const float* in, std::size_t n, std::size_t block, std::uint32_t* top, std::uint32_t* min_m1) {
+  if (n == 0) return;
+  if (HWY_DYNAMIC_DISPATCH(batch_detail::BlockAbsMax)(in, n, block, top, min_m1)) return;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t a = std::bit_cast<std::uint32_t>(in[i]) & 0x7FFFFFFFu;
+    std::uint32_t& t = top[i / block];
+    t = a > t ? a : t;
+    if (min_m1 != nullptr && a - 1u < *min_m1) *min_m1 = a - 1u;
   }
 }
 

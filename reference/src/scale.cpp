@@ -97,7 +97,7 @@ struct BlockAmaxes {
   int nbr = 0, nbc = 0;
   std::vector<std::uint32_t> bits;
   std::vector<std::uint8_t> nan, nonfinite;
-  std::uint32_t min_nonzero_m1 = 0xFFFFFFFFu;  // the smallest non-zero |x| pattern less one (row_min_nonzero)
+  std::uint32_t min_nonzero_m1 = 0xFFFFFFFFu;  // the smallest non-zero |x| pattern less one (row_blocks)
   float value(std::size_t b) const { return float_of(bits[b]); }
 };
 
@@ -128,44 +128,38 @@ struct BlockAmaxes {
 
 // One row of n values cut into blocks of bc: each block's largest |x| pattern at most `limit`
 // (larger ones, NaN and perhaps infinities, read as +0) merged into m[blk] by maximum, and the block's
-// NaN (pattern above 0x7F800000) and non-finite flags or-ed into nan[blk] and nonfinite[blk].
-// |x| patterns fit 31 bits: signed maxima.
-template <int BC>
-[[gnu::always_inline]] inline void row_blocks_fixed(const float* v, int n, std::int32_t lim, std::uint32_t* m,
-                                                    std::uint8_t* nan, std::uint8_t* nonfinite) {
-  int c0 = 0, blk = 0;
-  for (; c0 + BC <= n; c0 += BC, ++blk) {
-    std::int32_t mm = 0, top = 0;
-    for (int c = 0; c < BC; ++c) {
-      const auto b = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(v[c0 + c]) & 0x7FFFFFFFu);
-      top = std::max(top, b);
-      mm = std::max(mm, b > lim ? 0 : b);
-    }
-    m[blk] = std::max(m[blk], static_cast<std::uint32_t>(mm));
-    nan[blk] |= top > 0x7F800000;
-    nonfinite[blk] |= top >= 0x7F800000;
-  }
-  if (c0 < n) block_span(v, c0, n, lim, m[blk], nan[blk], nonfinite[blk]);
-}
-
+// NaN (pattern above 0x7F800000) and non-finite flags or-ed into nan[blk] and nonfinite[blk]; with min_m1
+// non-null also the smallest non-zero |x| pattern less one, merged by minimum (a zero's pattern less one
+// wraps to 0xFFFFFFFF, which also stands for "none").  The block maxima come from block_abs_max_bits
+// (batch.hpp, a SIMD pass); a block whose maximum is above `limit` holds a NaN or an infinity and is read
+// again by block_span for its largest pattern at most `limit` (rare).
 LOWBIT_SCALE_CLONES void row_blocks(const float* v, int n, int bc, std::int32_t lim, std::uint32_t* m,
-                                    std::uint8_t* nan, std::uint8_t* nonfinite) {
-  if (bc == 16) return row_blocks_fixed<16>(v, n, lim, m, nan, nonfinite);
-  if (bc == 32) return row_blocks_fixed<32>(v, n, lim, m, nan, nonfinite);
-  if (bc == 128) return row_blocks_fixed<128>(v, n, lim, m, nan, nonfinite);
-  for (int c0 = 0, blk = 0; c0 < n; c0 += bc, ++blk)
-    block_span(v, c0, std::min(n, c0 + bc), lim, m[blk], nan[blk], nonfinite[blk]);
-}
-
-// The smallest non-zero |x| pattern of v[0, n) less one, merged into *mn by minimum (a zero's pattern less one
-// wraps to 0xFFFFFFFF, which also stands for "none"; this form of the test vectorises).
-LOWBIT_SCALE_CLONES void row_min_nonzero(const float* v, int n, std::uint32_t* mn) {
-  std::uint32_t m = *mn;
-  for (int c = 0; c < n; ++c) {
-    const std::uint32_t b = (std::bit_cast<std::uint32_t>(v[c]) & 0x7FFFFFFFu) - 1u;
-    m = b < m ? b : m;
+                                    std::uint8_t* nan, std::uint8_t* nonfinite, std::uint32_t* min_m1 = nullptr) {
+  constexpr int kPiece = 256;  // blocks per call of block_abs_max_bits
+  std::uint32_t tops[kPiece];
+  const auto ulim = static_cast<std::uint32_t>(lim);
+  const std::int64_t span = static_cast<std::int64_t>(kPiece) * bc;
+  const int piece = span >= n ? n : static_cast<int>(span);  // a multiple of bc, or all of the row
+  for (int c0 = 0; c0 < n; c0 += piece) {
+    const int len = std::min(piece, n - c0);
+    const int nb = (len + bc - 1) / bc;
+    std::fill(tops, tops + nb, 0u);
+    block_abs_max_bits(v + c0, static_cast<std::size_t>(len), static_cast<std::size_t>(bc), tops, min_m1);
+    const int b0 = c0 / bc;
+    std::uint32_t over = 0;
+    for (int k = 0; k < nb; ++k) {
+      const std::uint32_t t = tops[k];
+      m[b0 + k] = std::max(m[b0 + k], t <= ulim ? t : 0u);
+      nan[b0 + k] |= static_cast<std::uint8_t>(t > 0x7F800000u);
+      nonfinite[b0 + k] |= static_cast<std::uint8_t>(t >= 0x7F800000u);
+      over |= static_cast<std::uint32_t>(t > ulim);
+    }
+    if (over == 0) continue;
+    for (int k = 0; k < nb; ++k)
+      if (tops[k] > ulim)
+        block_span(v, c0 + k * bc, std::min(c0 + len, c0 + (k + 1) * bc), lim, m[b0 + k], nan[b0 + k],
+                   nonfinite[b0 + k]);
   }
-  *mn = m;
 }
 
 // Chunks of a row for the streaming passes below: whole blocks (a multiple of bc) or whole divisors of a
@@ -290,9 +284,72 @@ void band_amaxes(const Tensor& x, int r0, int r1, int bc, bool finite_only, bool
   const std::uint32_t limit = finite_only ? 0x7F7FFFFFu : 0x7F800000u;
   for (int r = r0; r < r1; ++r) {
     const float* v = &x.data[static_cast<std::size_t>(r) * static_cast<std::size_t>(x.cols)];
-    row_blocks(v, x.cols, bc, static_cast<std::int32_t>(limit), a.bits.data(), a.nan.data(), a.nonfinite.data());
-    if (want_min) row_min_nonzero(v, x.cols, &a.min_nonzero_m1);
+    row_blocks(v, x.cols, bc, static_cast<std::int32_t>(limit), a.bits.data(), a.nan.data(), a.nonfinite.data(),
+               want_min ? &a.min_nonzero_m1 : nullptr);
   }
+}
+
+// ---- MX scales, one row of blocks at a time --------------------------------------------------------
+// rules::mx_scale for every block of a row from its amax pattern, with the rule a constant in each loop so
+// that the loop has no branch per block (it vectorises); for rceil and rne, whose rule is a conversion into
+// e8m0, the codes the caller converted (`e8m0`).  A block gets 0xFF whatever its amax where NaN propagates and
+// it holds a NaN (amax_of gives that NaN, and mx_scale of a NaN is 0xFF): on_nan = 1; and under scale-nan
+// where it holds a NaN or an infinity: on_nonfinite = 1.  (The arrays are distinct: __restrict lets the byte
+// loads and stores vectorise instead of reloading every pointer after each byte store.)
+template <MxRule R>
+[[gnu::always_inline]] inline void mx_codes_fixed(const std::uint32_t* __restrict amax, const std::uint8_t* __restrict nan,
+                                                  const std::uint8_t* __restrict nonfinite, std::uint8_t on_nan,
+                                                  std::uint8_t on_nonfinite, const std::uint8_t* __restrict e8m0,
+                                                  std::size_t n, int emax, float elem_max, int mantissa_bits,
+                                                  std::uint64_t* __restrict sc) {
+  for (std::size_t k = 0; k < n; ++k) {
+    std::uint64_t c = 0;
+    if constexpr (R == MxRule::rceil || R == MxRule::rne) c = e8m0[k];
+    else c = rules::mx_scale(float_of(amax[k]), emax, elem_max, mantissa_bits, R);
+    const bool force = ((nan[k] & on_nan) | (nonfinite[k] & on_nonfinite)) != 0;
+    sc[k] = force ? 0xFFu : c;
+  }
+}
+
+LOWBIT_SCALE_CLONES void mx_row_codes(const std::uint32_t* amax, const std::uint8_t* nan, const std::uint8_t* nonfinite,
+                                      std::uint8_t on_nan, std::uint8_t on_nonfinite, const std::uint8_t* e8m0,
+                                      std::size_t n, MxRule rule, int emax, float elem_max, int mantissa_bits,
+                                      std::uint64_t* sc) {
+  auto fill = [&](auto r) {
+    mx_codes_fixed<decltype(r)::value>(amax, nan, nonfinite, on_nan, on_nonfinite, e8m0, n, emax, elem_max,
+                                       mantissa_bits, sc);
+  };
+  switch (rule) {
+    case MxRule::floor: return fill(std::integral_constant<MxRule, MxRule::floor>{});
+    case MxRule::ceil: return fill(std::integral_constant<MxRule, MxRule::ceil>{});
+    case MxRule::even: return fill(std::integral_constant<MxRule, MxRule::even>{});
+    case MxRule::rceil:
+    case MxRule::rne: return fill(std::integral_constant<MxRule, MxRule::rceil>{});  // the codes given
+  }
+}
+
+// What a row of MX scales tells the element pass: any NaN scale, any block holding a NaN, and the largest
+// scale code that is not NaN (the OCP rules' exact route, see the MX case of quantize).
+struct MxRowSummary {
+  bool nan_scale = false;
+  bool nan_block = false;
+  std::uint32_t e_max = 0;
+};
+
+// Each block's element multiplier (rules::mx_multiplier) and the row's summary, in one loop without branches
+// (it vectorises; a select inside the maximum, max(e, c == 0xFF ? 0 : c), kept gcc 12 from vectorising it).
+LOWBIT_SCALE_CLONES MxRowSummary mx_row_multipliers(const std::uint64_t* __restrict sc, const std::uint8_t* __restrict nan,
+                                                    std::size_t n, float* __restrict mults) {
+  std::uint32_t nan_any = 0, nan_block = 0, e_max = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto c = static_cast<std::uint32_t>(sc[k]);  // an e8m0 code, 0 to 0xFF
+    const std::uint32_t keep = ((c + 1u) >> 8) - 1u;    // all ones unless c is 0xFF (NaN)
+    nan_any |= ~keep;
+    nan_block |= nan[k];
+    e_max = std::max(e_max, c & keep);
+    mults[k] = rules::mx_multiplier(c);
+  }
+  return {nan_any != 0, nan_block != 0, e_max};
 }
 
 }  // namespace
@@ -315,18 +372,9 @@ float scale_from_amax(float amax_in, float fp8_max, float eps, bool pow2, float 
   return rules::scale_from_amax(amax_in, fp8_max, eps, pow2, value_for_inf);
 }
 
-namespace {
-
-// mx_scale with the element's emax, largest value and mantissa width given (hoisted out of the block loop);
-// the rule lives in scale_rules.hpp, shared with the device quantizers.
-std::uint64_t mx_scale_of(float a, int emax, float elem_max, int mantissa_bits, MxRule rule) {
-  return rules::mx_scale(a, emax, elem_max, mantissa_bits, rule);
-}
-
-}  // namespace
-
+// The rule lives in scale_rules.hpp, shared with the device quantizers.
 std::uint64_t mx_scale(float a, const Format& element, MxRule rule) {
-  return mx_scale_of(a, emax_elem(element), max_of(element), element.mantissa_bits, rule);
+  return rules::mx_scale(a, emax_elem(element), max_of(element), element.mantissa_bits, rule);
 }
 
 const char* name(Scheme s) {
@@ -475,10 +523,13 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
     }
   };
 
-  // One pass for blocks of br rows by bc columns (bc >= 1; MX may have blocks of 1): band k's block amaxes are gathered while band k - 1 is
-  // converted, chunk by chunk, so that reading the next rows from memory overlaps the conversion of rows
-  // already in cache (one stream over the input instead of an amax pass and a conversion pass per band;
-  // for br = R, the tensor scheme, it is those two passes).  band_mults(r0, r1, t) returns the multipliers
+  // One pass for blocks of br rows by bc columns (bc >= 1; MX may have blocks of 1): band k's block amaxes
+  // are gathered while band k - 1 is converted, chunk by chunk, so that reading the next rows from memory
+  // overlaps the conversion of rows already in cache (one stream over the input instead of an amax pass and
+  // a conversion pass per band; for br = R, the tensor scheme, it is those two passes).  The conversion of
+  // each chunk asks for the next chunk to be gathered, one cache line per vector it converts (a burst of
+  // requests before each gather stalled on the core's outstanding-miss limit instead).  band_mults(r0, r1, t)
+  // returns the multipliers
   // of band [r0, r1) (one per block) from its amaxes t and records its scales; after_row(r) runs once row
   // r's codes are written.  want_min: the amaxes carry the band's smallest non-zero |x| too.
   auto banded = [&](int br, int bc, bool finite_only, bool want_min, auto&& band_mults, auto&& after_row) {
@@ -502,14 +553,15 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
         for (int c0 = 0; c0 < C; c0 += chunk) {
           const int len = std::min(chunk, C - c0);
           const auto blk = static_cast<std::size_t>(c0 / bc);
+          const float* ahead = nullptr;
           if (ra < R) {
             const float* g = &x.data[idx(ra, c0)];
-            stream_blocks(g, len, bc, lim, &next.bits[blk], &next.nan[blk], &next.nonfinite[blk],
-                          x.data.data() + x.data.size());
-            if (want_min) row_min_nonzero(g, len, &next.min_nonzero_m1);
+            row_blocks(g, len, bc, lim, &next.bits[blk], &next.nan[blk], &next.nonfinite[blk],
+                       want_min ? &next.min_nonzero_m1 : nullptr);
+            ahead = g + len;  // the next chunk gathered (rows are contiguous)
           }
           scaled.run(&x.data[idx(r, c0)], static_cast<std::size_t>(len), mult + blk, static_cast<std::size_t>(bc),
-                     &q.codes[idx(r, c0)], rptr ? rptr + idx(r, c0) : nullptr);
+                     &q.codes[idx(r, c0)], rptr ? rptr + idx(r, c0) : nullptr, ahead);
         }
         after_row(r);
       }
@@ -659,61 +711,33 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
       bool row_special = false;
       banded(
           1, o.block, finite_only, !fp32_multiply,
-          [&](int r, int, const BlockAmaxes& t) {
+          [&](int, int, const BlockAmaxes& t) {
             first = q.scales.size();
             q.scales.resize(first + static_cast<std::size_t>(nbc));
             std::uint64_t* sc = &q.scales[first];
             const auto n = static_cast<std::size_t>(nbc);
-            // Every block from its amax pattern, in loops without branches per block (the rule is a constant in
-            // each); the rare blocks follow: a NaN amax where NaN propagates (amax_of gives that NaN: 0xFF), and
-            // blocks holding NaN or Inf under scale-nan.
+            // Blocks whose scale is NaN whatever their amax (mx_row_codes): a NaN amax where NaN propagates,
+            // and blocks holding NaN or Inf under scale-nan.
+            const std::uint8_t on_nan = o.amax_propagates_nan && !finite_only ? 1 : 0;
+            const std::uint8_t on_nonfinite = o.nonfinite == NonFinite::scale_nan ? 1 : 0;
             if (fp32_multiply) {
               // rules::mx_scale for rceil / rne is one conversion of a * fp32(1 / elem_max) into e8m0: the row's
               // blocks go through the batch path together.
               for (std::size_t k = 0; k < n; ++k) descale[k] = t.value(k) * inv_elem_max;
               to_e8m0->run(descale.data(), n, &one, n, e8m0_codes.data(), nullptr);
-              for (std::size_t k = 0; k < n; ++k) sc[k] = e8m0_codes[k];
-            } else {
-              auto fill = [&](auto rule) {
-                for (std::size_t k = 0; k < n; ++k)
-                  sc[k] = mx_scale_of(t.value(k), emax, elem_max, mantissa_bits, decltype(rule)::value);
-              };
-              switch (o.mx_rule) {
-                case MxRule::floor: fill(std::integral_constant<MxRule, MxRule::floor>{}); break;
-                case MxRule::ceil: fill(std::integral_constant<MxRule, MxRule::ceil>{}); break;
-                case MxRule::even: fill(std::integral_constant<MxRule, MxRule::even>{}); break;
-                default: break;  // rceil, rne: fp32_multiply
-              }
             }
-            if (o.amax_propagates_nan && !finite_only)
-              for (std::size_t k = 0; k < n; ++k)
-                if (t.nan[k]) {
-                  const int c0 = static_cast<int>(k) * o.block;
-                  sc[k] = mx_scale_of(amax_of(t, k, r, r + 1, c0, std::min(C, c0 + o.block), finite_only), emax,
-                                      elem_max, mantissa_bits, o.mx_rule);
-                }
-            if (o.nonfinite == NonFinite::scale_nan)
-              for (std::size_t k = 0; k < n; ++k)
-                if (t.nonfinite[k]) sc[k] = 0xFF;
-            std::uint64_t nan_any = 0;
-            for (std::size_t k = 0; k < n; ++k) {
-              nan_any |= static_cast<std::uint64_t>(sc[k] == 0xFF);
-              // x * 2^(127 - e) as TE and torchao form it: e = 254 gives the f32 subnormal 2^-127.
-              mults[k] = rules::mx_multiplier(sc[k]);
-            }
-            nan_scale = nan_any != 0;
+            mx_row_codes(t.bits.data(), t.nan.data(), t.nonfinite.data(), on_nan, on_nonfinite,
+                         fp32_multiply ? e8m0_codes.data() : nullptr, n, o.mx_rule, emax, elem_max, mantissa_bits, sc);
+            // x * 2^(127 - e) as TE and torchao form it: e = 254 gives the f32 subnormal 2^-127.
+            const MxRowSummary row = mx_row_multipliers(sc, t.nan.data(), n, mults.data());
+            nan_scale = row.nan_scale;
             if (!fp32_multiply) {
-              std::uint64_t nan_block = 0, e_max = 0;
-              for (std::size_t k = 0; k < n; ++k) {
-                nan_block |= t.nan[k];
-                e_max = std::max(e_max, sc[k] == 0xFF ? 0 : sc[k]);
-              }
               // 2^(e_max - 253) as an f32 pattern (0 below the smallest subnormal: no non-zero |v| lies under it).
-              const int te = static_cast<int>(e_max) - 253;
+              const int te = static_cast<int>(row.e_max) - 253;
               const std::uint32_t below = te >= -126 ? static_cast<std::uint32_t>(te + 127) << 23
                                           : te >= -149 ? 1u << (te + 149)
                                                        : 0u;
-              row_special = nan_scale || nan_block != 0 || (below != 0 && t.min_nonzero_m1 < below - 1);
+              row_special = nan_scale || row.nan_block || (below != 0 && t.min_nonzero_m1 < below - 1);
             }
             return mults.data();
           },

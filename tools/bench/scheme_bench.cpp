@@ -5,6 +5,7 @@
 //     scheme uses (rne + satfinite), codes written one per byte;
 //   BM_PlainCodes/<element>: the same conversion delivered as quantize delivers codes, one byte per
 //     element in a freshly allocated, zeroed vector (16 MiB here), converted row by row straight into it;
+//   BM_Scaled/e4m3: the scaled conversion alone (ScaledBatch, one multiplier per 32 elements, all 1);
 //   BM_Scheme/<scheme>: lowbit::scale::quantize (amax passes, scales, element codes), one thread.
 // Input: a 4096 x 4096 (LOWBIT_SCHEME_BENCH_SIDE) f32 tensor of normally distributed values (seeded), elements per second.
 #include <benchmark/benchmark.h>
@@ -77,6 +78,22 @@ void plain_codes(benchmark::State& state, const Format* element) {
   finish(state);
 }
 
+// The scaled conversion alone (ScaledBatch, the inner step of every block scheme): the whole tensor times
+// one multiplier per 32 elements (all 1, so the codes are the plain conversion's), into a reused buffer.
+void scaled(benchmark::State& state, const Format* element) {
+  const scale::Options defaults;
+  const auto& x = input();
+  std::vector<std::uint8_t> out(x.data.size() * batch_code_bytes(*element));
+  const std::vector<float> mult(x.data.size() / 32 + 1, 1.0f);
+  const ScaledBatch batch(*element, defaults.element_policy);
+  for (auto _ : state) {
+    batch.run(x.data.data(), x.data.size(), mult.data(), 32, out.data(), nullptr);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  finish(state);
+}
+
 void scheme(benchmark::State& state, scale::Options o) {
   const auto& x = input();
   for (auto _ : state) {
@@ -112,6 +129,8 @@ void register_all() {
   benchmark::RegisterBenchmark("BM_PlainCodes/e4m3", [](benchmark::State& s) { plain_codes(s, &formats::e4m3); })
       ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("BM_PlainCodes/e2m1", [](benchmark::State& s) { plain_codes(s, &formats::e2m1); })
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_Scaled/e4m3", [](benchmark::State& s) { scaled(s, &formats::e4m3); })
       ->Unit(benchmark::kMillisecond);
   const Case cases[] = {
       {"tensor", make(Scheme::tensor)},

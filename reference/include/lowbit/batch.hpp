@@ -59,13 +59,25 @@ class ScaledBatch {
   ScaledBatch(const ScaledBatch&) = delete;
   ScaledBatch& operator=(const ScaledBatch&) = delete;
 
+  // `ahead` (optional) is where the caller will read next: the loop asks for ahead[i] while it converts
+  // in[i], spreading those requests over the conversion (without it, it asks for in[i + 512]).
   void run(const float* in, std::size_t n, const float* mult, std::size_t block, void* out_codes,
-           const std::uint32_t* rbits) const;
+           const std::uint32_t* rbits, const float* ahead = nullptr) const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Block maxima of |x| as f32 bit patterns (sign cleared), the first pass of every block-scaled scheme
+// (scale.cpp): for each block k of `block` (>= 1) consecutive values of in[0, n), the last one possibly cut
+// short by n, top[k] = max(top[k], max over the block of (bits(x) & 0x7FFFFFFF)).  For values >= +0 the order
+// of patterns is the order of values; an infinity's pattern is 0x7F800000 and a NaN's is above it, so one
+// maximum also tells whether a block holds a NaN or an infinity.  With min_m1 non-null, also
+// *min_m1 = min(*min_m1, min over in[0, n) of (|x| pattern - 1)) in wrapping 32-bit arithmetic: the smallest
+// non-zero |x| pattern less one (a zero gives 0xFFFFFFFF, also the value when there is none).
+void block_abs_max_bits(const float* in, std::size_t n, std::size_t block, std::uint32_t* top,
+                        std::uint32_t* min_m1);
 
 // The instruction set the dispatcher picks on this machine (for example "AVX3" or "AVX2").
 const char* batch_target_name();

@@ -118,10 +118,11 @@ LOWBIT_HD inline std::uint64_t mx_scale(float a, int emax, float elem_max, int m
 
 // The MX element multiplier 2^(127 - e) of a scale code e as TE and torchao form it: e = 254 gives the f32
 // subnormal 2^-127; a NaN scale (0xFF) gives 0 (its elements are the element format's NaN conversion).
+// Written without branches (selects only), so that a loop over a row of scales vectorises.
 LOWBIT_HD inline float mx_multiplier(std::uint64_t sc) {
   const int k = 254 - static_cast<int>(sc);  // the biased f32 exponent of 2^(127 - e)
-  if (sc == 0xFF) return 0.0f;
-  return k >= 1 ? float_of(static_cast<std::uint32_t>(k) << 23) : float_of(0x00400000u);
+  const std::uint32_t b = k >= 1 ? static_cast<std::uint32_t>(k) << 23 : 0x00400000u;
+  return float_of(sc == 0xFF ? 0u : b);
 }
 
 // The OCP MX rules (floor, ceil, even) divide by the power of two exactly: the fp32 product y = v * mult is
