@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "lowbit/format.hpp"
 #include "lowbit/scale.hpp"
 #include "../gemm/random_codes.hpp"
 
@@ -80,6 +81,61 @@ TEST(Mx, ScaleBoundariesPerRule) {
   EXPECT_EQ(S::mx_scale(NAN, F::e4m3, S::MxRule::floor), 0xFFu);
   EXPECT_EQ(S::mx_scale(INFINITY, F::e4m3, S::MxRule::floor), 0xFFu);
   EXPECT_EQ(S::mx_scale(INFINITY, F::e4m3, S::MxRule::rceil), 0xFEu);
+}
+
+// The quantizer computes a row's MX scales in vectorised loops (and rceil directly from the quotient's
+// exponent where that quotient is a normal number, through the batch conversion otherwise); every scale must
+// still be the scalar rule's (mx_scale: for rceil and rne the scalar conversion into e8m0).  Block amaxes at
+// every f32 exponent with four significands each, zeros and subnormals among them, eight blocks a row (so
+// that some rows hold only normal quotients and some do not), for every element and rule.
+// The rceil and rne rules convert the quotient d = fp32(amax * fp32(1 / elem_max)); the amaxes also include,
+// for every exponent, ones whose quotient has the significand bits 0, 1, 2, half, all but one and all (found by
+// searching the amaxes next to d / fp32(1 / elem_max)), where rounding up or to nearest changes.
+TEST(Mx, RowScalesEqualTheScalarRuleAtEveryExponent) {
+  std::vector<float> base;
+  for (std::uint32_t e = 0; e < 255; ++e)
+    for (const std::uint32_t m : {0u, 1u, 0x400000u, 0x7FFFFFu}) base.push_back(std::bit_cast<float>(e << 23 | m));
+  for (const lowbit::Format* el : {&F::e4m3, &F::e5m2, &F::e3m2, &F::e2m3, &F::e2m1}) {
+    std::vector<float> amaxes = base;
+    const float inv = 1.0f / static_cast<float>(lowbit::max_value(*el));
+    int hits = 0, tries = 0;
+    for (std::uint32_t e = 1; e < 255; ++e)
+      for (const std::uint32_t m : {0u, 1u, 2u, 0x400000u, 0x7FFFFEu, 0x7FFFFFu}) {
+        const auto d = std::bit_cast<float>(e << 23 | m);
+        const float a0 = d / inv;
+        if (!std::isfinite(a0)) continue;
+        ++tries;
+        float a = a0;
+        for (int k = 0; k < 8; ++k) a = std::nextafter(a, 0.0f);
+        for (int k = 0; k < 17; ++k, a = std::nextafter(a, INFINITY))
+          if (std::isfinite(a) && a * inv == d) {
+            amaxes.push_back(a);
+            ++hits;
+            break;
+          }
+      }
+    EXPECT_GT(hits, tries / 2) << el->name;  // the search finds most of them (about 3 in 4)
+    constexpr int kBlocks = 8;
+    const int rows = static_cast<int>((amaxes.size() + kBlocks - 1) / kBlocks);
+    amaxes.resize(static_cast<std::size_t>(rows) * kBlocks, 1.0f);
+    S::Tensor x{rows, kBlocks * 32, std::vector<float>(static_cast<std::size_t>(rows) * kBlocks * 32, 0.0f)};
+    for (std::size_t b = 0; b < amaxes.size(); ++b) {
+      x.data[b * 32] = -amaxes[b];         // the amax, negative
+      x.data[b * 32 + 5] = amaxes[b] / 3;  // and a smaller value
+    }
+    for (const S::MxRule rule : {S::MxRule::floor, S::MxRule::ceil, S::MxRule::even, S::MxRule::rceil, S::MxRule::rne}) {
+      S::Options o;
+      o.scheme = S::Scheme::mx;
+      o.element = el;
+      o.mx_rule = rule;
+      const auto q = S::quantize(x, o);
+      ASSERT_EQ(q.scales.size(), amaxes.size());
+      for (std::size_t b = 0; b < amaxes.size(); ++b)
+        ASSERT_EQ(q.scales[b], S::mx_scale(amaxes[b], *el, rule))
+            << el->name << " rule " << static_cast<int>(rule) << " amax 0x" << std::hex
+            << std::bit_cast<std::uint32_t>(amaxes[b]);
+    }
+  }
 }
 
 // NaN inside a block: scale-nan makes the scale 0xFF and the elements NaN (e4m3 0x7F); propagate takes

@@ -328,6 +328,24 @@ LOWBIT_SCALE_CLONES void mx_row_codes(const std::uint32_t* amax, const std::uint
   }
 }
 
+// rceil (TE's rule, rules::mx_scale): the e8m0 code of fp32(a * fp32(1 / elem_max)) rounded up.  Where that
+// quotient d is a normal number the code is d's exponent field, plus one unless d is a power of two; that
+// is the conversion's answer as long as it stays below 255 (a test in conformance/scale checks every
+// exponent).  Returns false when some block's d is zero, subnormal or infinite, or would round up past
+// 2^127: then the caller converts the row's quotients through the batch path instead.
+LOWBIT_SCALE_CLONES bool mx_rceil_codes(const std::uint32_t* __restrict amax, std::size_t n, float inv_elem_max,
+                                        std::uint8_t* __restrict codes) {
+  std::uint32_t bad = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::uint32_t d = bits_of(float_of(amax[k]) * inv_elem_max);  // >= +0: amax is an |x| pattern
+    const std::uint32_t e = d >> 23;
+    const std::uint32_t c = e + ((d & 0x7FFFFFu) != 0 ? 1u : 0u);
+    bad |= (e == 0 ? 1u : 0u) | (c >= 255 ? 1u : 0u);
+    codes[k] = static_cast<std::uint8_t>(c);
+  }
+  return bad == 0;
+}
+
 // What a row of MX scales tells the element pass: any NaN scale, any block holding a NaN, and the largest
 // scale code that is not NaN (the OCP rules' exact route, see the MX case of quantize).
 struct MxRowSummary {
@@ -462,10 +480,17 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
   q.element = &el;
   q.rows = R;
   q.cols = C;
-  q.codes.assign(x.data.size(), 0);
   const float elem_max = max_of(el);
   auto at = [&](int r, int c) { return x.data[static_cast<std::size_t>(r) * C + c]; };
   auto idx = [&](int r, int c) { return static_cast<std::size_t>(r) * C + c; };
+  // The codes grow row by row as rows are written (every writer of row r calls grow_to(r) first; the end of
+  // quantize sizes them in full): a vector sized at once writes zeros over the whole tensor's codes before
+  // the conversions write them again, a second pass over 16 MiB for a 4096 x 4096 tensor, where growing
+  // by a row zeroes bytes that are in cache when the conversion overwrites them.
+  q.codes.reserve(x.data.size());
+  auto grow_to = [&](int r) {
+    if (q.codes.size() < idx(r + 1, 0)) q.codes.resize(idx(r + 1, 0));
+  };
   auto block_amax = [&](int r0, int r1, int c0, int c1, bool finite_only) {
     float a = 0.0f;
     for (int r = r0; r < r1; ++r)
@@ -496,6 +521,7 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
       const float* next = &x.data[idx(r + 1, 0)];
       for (int c = 0; c < C; c += 16) __builtin_prefetch(next + c, 0, 2);
     }
+    grow_to(r);
     to_elements(buf.data(), static_cast<std::size_t>(C), el, p, rptr ? rptr + idx(r, 0) : nullptr, &q.codes[idx(r, 0)]);
   };
   // Row r's codes of fp32(x * mult[c / block]) in one pass (ScaledBatch: the multiplication inside the
@@ -503,6 +529,7 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
   // the next row).
   const ScaledBatch scaled(el, p);
   auto scaled_row = [&](int r, const float* mult, int block) {
+    grow_to(r);
     scaled.run(&x.data[idx(r, 0)], static_cast<std::size_t>(C), mult, static_cast<std::size_t>(block),
                &q.codes[idx(r, 0)], rptr ? rptr + idx(r, 0) : nullptr);
   };
@@ -550,6 +577,7 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
       }
       for (int r = r0; r < r1; ++r) {
         const int ra = r + br;  // the row of the next band gathered meanwhile
+        grow_to(r);
         for (int c0 = 0; c0 < C; c0 += chunk) {
           const int len = std::min(chunk, C - c0);
           const auto blk = static_cast<std::size_t>(c0 / bc);
@@ -720,9 +748,10 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
             // and blocks holding NaN or Inf under scale-nan.
             const std::uint8_t on_nan = o.amax_propagates_nan && !finite_only ? 1 : 0;
             const std::uint8_t on_nonfinite = o.nonfinite == NonFinite::scale_nan ? 1 : 0;
-            if (fp32_multiply) {
-              // rules::mx_scale for rceil / rne is one conversion of a * fp32(1 / elem_max) into e8m0: the row's
-              // blocks go through the batch path together.
+            // rules::mx_scale for rceil / rne is one conversion of a * fp32(1 / elem_max) into e8m0: the row's
+            // blocks go through the batch path together, unless rceil's direct form covers every block.
+            if (fp32_multiply &&
+                !(o.mx_rule == MxRule::rceil && mx_rceil_codes(t.bits.data(), n, inv_elem_max, e8m0_codes.data()))) {
               for (std::size_t k = 0; k < n; ++k) descale[k] = t.value(k) * inv_elem_max;
               to_e8m0->run(descale.data(), n, &one, n, e8m0_codes.data(), nullptr);
             }
@@ -916,6 +945,7 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
       break;
     }
   }
+  q.codes.resize(x.data.size());  // every row was written (grow_to); this only covers an empty tensor
   return q;
 }
 
