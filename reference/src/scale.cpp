@@ -291,59 +291,62 @@ void band_amaxes(const Tensor& x, int r0, int r1, int bc, bool finite_only, bool
 
 // ---- MX scales, one row of blocks at a time --------------------------------------------------------
 // rules::mx_scale for every block of a row from its amax pattern, with the rule a constant in each loop so
-// that the loop has no branch per block (it vectorises); for rceil and rne, whose rule is a conversion into
-// e8m0, the codes the caller converted (`e8m0`).  A block gets 0xFF whatever its amax where NaN propagates and
-// it holds a NaN (amax_of gives that NaN, and mx_scale of a NaN is 0xFF): on_nan = 1; and under scale-nan
-// where it holds a NaN or an infinity: on_nonfinite = 1.  (The arrays are distinct: __restrict lets the byte
-// loads and stores vectorise instead of reloading every pointer after each byte store.)
+// that the loop has no branch per block (it vectorises).  For rceil and rne, whose rule is a conversion of the
+// quotient d = fp32(a * fp32(1 / elem_max)) into e8m0, the codes come from the caller's batch conversion
+// (`e8m0`), or, for rceil without it, straight from d: where d is a normal number its code is d's exponent
+// field, plus one unless d is a power of two, which is the conversion's answer as long as it stays below 255
+// (conformance/scale checks every exponent); a block whose d is zero, subnormal or infinite, or would round
+// up past 2^127, makes the call return false, and the caller converts the row through the batch path.
+// A block gets 0xFF whatever its amax where NaN propagates and it holds a NaN (amax_of gives that NaN, and
+// mx_scale of a NaN is 0xFF): on_nan = 1; and under scale-nan where it holds a NaN or an infinity:
+// on_nonfinite = 1.  (The arrays are distinct: __restrict lets the byte loads vectorise instead of reloading
+// every pointer after each store.)
 template <MxRule R>
-[[gnu::always_inline]] inline void mx_codes_fixed(const std::uint32_t* __restrict amax, const std::uint8_t* __restrict nan,
+[[gnu::always_inline]] inline bool mx_codes_fixed(const std::uint32_t* __restrict amax, const std::uint8_t* __restrict nan,
                                                   const std::uint8_t* __restrict nonfinite, std::uint8_t on_nan,
                                                   std::uint8_t on_nonfinite, const std::uint8_t* __restrict e8m0,
                                                   std::size_t n, int emax, float elem_max, int mantissa_bits,
                                                   std::uint64_t* __restrict sc) {
+  const float inv_elem_max = 1.0f / elem_max;  // as rules::mx_scale forms it
+  std::uint32_t bad = 0;
   for (std::size_t k = 0; k < n; ++k) {
     std::uint64_t c = 0;
-    if constexpr (R == MxRule::rceil || R == MxRule::rne) c = e8m0[k];
-    else c = rules::mx_scale(float_of(amax[k]), emax, elem_max, mantissa_bits, R);
+    if constexpr (R == MxRule::rne) {
+      c = e8m0[k];
+    } else if constexpr (R == MxRule::rceil) {
+      const std::uint32_t d = bits_of(float_of(amax[k]) * inv_elem_max);  // >= +0: amax is an |x| pattern
+      const std::uint32_t e = d >> 23;
+      const std::uint32_t direct = e + ((d & 0x7FFFFFu) != 0 ? 1u : 0u);
+      bad |= (e == 0 ? 1u : 0u) | (direct >= 255 ? 1u : 0u);
+      c = direct;
+    } else {
+      c = rules::mx_scale(float_of(amax[k]), emax, elem_max, mantissa_bits, R);
+    }
     const bool force = ((nan[k] & on_nan) | (nonfinite[k] & on_nonfinite)) != 0;
     sc[k] = force ? 0xFFu : c;
   }
+  return bad == 0;
 }
 
-LOWBIT_SCALE_CLONES void mx_row_codes(const std::uint32_t* amax, const std::uint8_t* nan, const std::uint8_t* nonfinite,
+// The codes of a row (see mx_codes_fixed); false when rceil's direct form does not cover the row, or for rne
+// without `e8m0` (the caller then converts the quotients and calls again with their codes).
+LOWBIT_SCALE_CLONES bool mx_row_codes(const std::uint32_t* amax, const std::uint8_t* nan, const std::uint8_t* nonfinite,
                                       std::uint8_t on_nan, std::uint8_t on_nonfinite, const std::uint8_t* e8m0,
                                       std::size_t n, MxRule rule, int emax, float elem_max, int mantissa_bits,
                                       std::uint64_t* sc) {
   auto fill = [&](auto r) {
-    mx_codes_fixed<decltype(r)::value>(amax, nan, nonfinite, on_nan, on_nonfinite, e8m0, n, emax, elem_max,
-                                       mantissa_bits, sc);
+    return mx_codes_fixed<decltype(r)::value>(amax, nan, nonfinite, on_nan, on_nonfinite, e8m0, n, emax, elem_max,
+                                              mantissa_bits, sc);
   };
+  if (e8m0 != nullptr) return fill(std::integral_constant<MxRule, MxRule::rne>{});  // the codes given
   switch (rule) {
     case MxRule::floor: return fill(std::integral_constant<MxRule, MxRule::floor>{});
     case MxRule::ceil: return fill(std::integral_constant<MxRule, MxRule::ceil>{});
     case MxRule::even: return fill(std::integral_constant<MxRule, MxRule::even>{});
-    case MxRule::rceil:
-    case MxRule::rne: return fill(std::integral_constant<MxRule, MxRule::rceil>{});  // the codes given
+    case MxRule::rceil: return fill(std::integral_constant<MxRule, MxRule::rceil>{});
+    case MxRule::rne: return false;  // only through the conversion
   }
-}
-
-// rceil (TE's rule, rules::mx_scale): the e8m0 code of fp32(a * fp32(1 / elem_max)) rounded up.  Where that
-// quotient d is a normal number the code is d's exponent field, plus one unless d is a power of two; that
-// is the conversion's answer as long as it stays below 255 (a test in conformance/scale checks every
-// exponent).  Returns false when some block's d is zero, subnormal or infinite, or would round up past
-// 2^127: then the caller converts the row's quotients through the batch path instead.
-LOWBIT_SCALE_CLONES bool mx_rceil_codes(const std::uint32_t* __restrict amax, std::size_t n, float inv_elem_max,
-                                        std::uint8_t* __restrict codes) {
-  std::uint32_t bad = 0;
-  for (std::size_t k = 0; k < n; ++k) {
-    const std::uint32_t d = bits_of(float_of(amax[k]) * inv_elem_max);  // >= +0: amax is an |x| pattern
-    const std::uint32_t e = d >> 23;
-    const std::uint32_t c = e + ((d & 0x7FFFFFu) != 0 ? 1u : 0u);
-    bad |= (e == 0 ? 1u : 0u) | (c >= 255 ? 1u : 0u);
-    codes[k] = static_cast<std::uint8_t>(c);
-  }
-  return bad == 0;
+  return false;
 }
 
 // What a row of MX scales tells the element pass: any NaN scale, any block holding a NaN, and the largest
@@ -748,15 +751,15 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
             // and blocks holding NaN or Inf under scale-nan.
             const std::uint8_t on_nan = o.amax_propagates_nan && !finite_only ? 1 : 0;
             const std::uint8_t on_nonfinite = o.nonfinite == NonFinite::scale_nan ? 1 : 0;
-            // rules::mx_scale for rceil / rne is one conversion of a * fp32(1 / elem_max) into e8m0: the row's
-            // blocks go through the batch path together, unless rceil's direct form covers every block.
-            if (fp32_multiply &&
-                !(o.mx_rule == MxRule::rceil && mx_rceil_codes(t.bits.data(), n, inv_elem_max, e8m0_codes.data()))) {
+            // rceil / rne: rules::mx_scale is one conversion of a * fp32(1 / elem_max) into e8m0; the row's blocks
+            // go through the batch path together unless mx_row_codes' direct form (rceil) covers every block.
+            if (!mx_row_codes(t.bits.data(), t.nan.data(), t.nonfinite.data(), on_nan, on_nonfinite, nullptr, n,
+                              o.mx_rule, emax, elem_max, mantissa_bits, sc)) {
               for (std::size_t k = 0; k < n; ++k) descale[k] = t.value(k) * inv_elem_max;
               to_e8m0->run(descale.data(), n, &one, n, e8m0_codes.data(), nullptr);
+              mx_row_codes(t.bits.data(), t.nan.data(), t.nonfinite.data(), on_nan, on_nonfinite, e8m0_codes.data(), n,
+                           o.mx_rule, emax, elem_max, mantissa_bits, sc);
             }
-            mx_row_codes(t.bits.data(), t.nan.data(), t.nonfinite.data(), on_nan, on_nonfinite,
-                         fp32_multiply ? e8m0_codes.data() : nullptr, n, o.mx_rule, emax, elem_max, mantissa_bits, sc);
             // x * 2^(127 - e) as TE and torchao form it: e = 254 gives the f32 subnormal 2^-127.
             const MxRowSummary row = mx_row_multipliers(sc, t.nan.data(), n, mults.data());
             nan_scale = row.nan_scale;
