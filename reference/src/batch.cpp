@@ -543,13 +543,16 @@ std::size_t ConvertScaledVectors(const Params& c, Rounding rounding, const float
 // in lane j (log2(lanes) levels, lanes - 1 folds for lanes blocks instead of one full reduction each).
 // Returns false where the block is not a whole number of vectors (the caller's scalar loop does those).
 #if HWY_TARGET != HWY_SCALAR
+// The fold buffer holds lanes x lanes values: enough for 512-bit vectors of 32-bit lanes; wider vectors (or a
+// lane count that is not a power of two, which the pairwise folds assume) take the caller's scalar loop.
+constexpr std::size_t kFoldLanes = 16;
+
 // kPer: vectors per block when it is a small constant (the vertical loop unrolled), 0 otherwise.
 template <std::size_t kPer, bool kMin>
 void BlockAbsMaxT(const float* in, std::size_t n, std::size_t block, std::uint32_t* top, std::uint32_t* min_m1) {
   const DU du;
   const std::size_t lanes = hn::Lanes(du);
-  constexpr std::size_t kMax = HWY_MAX_BYTES / sizeof(std::uint32_t);
-  HWY_ALIGN std::uint32_t fold[kMax * kMax];
+  HWY_ALIGN std::uint32_t fold[kFoldLanes * kFoldLanes];  // lanes <= kFoldLanes (BlockAbsMax)
   const VU abs_mask = hn::Set(du, 0x7FFFFFFFu), one = hn::Set(du, 1u);
   VU low = hn::Set(du, 0xFFFFFFFFu);  // minimum of |x| pattern - 1 (wrapping: zeros stay at 0xFFFFFFFF)
   const auto* bits = reinterpret_cast<const std::uint32_t*>(in);
@@ -589,7 +592,7 @@ void BlockAbsMaxT(const float* in, std::size_t n, std::size_t block, std::uint32
     const VU v = len == block ? whole_block(i) : vertical(i, len / lanes);
     std::uint32_t m = hn::GetLane(hn::MaxOfLanes(du, v));
     for (std::size_t k = i + len / lanes * lanes; k < i + len; ++k) {
-      const std::uint32_t a = bits[k] & 0x7FFFFFFFu;
+      const std::uint32_t a = std::bit_cast<std::uint32_t>(in[k]) & 0x7FFFFFFFu;
       m = a > m ? a : m;
       if (kMin && a - 1u < *min_m1) *min_m1 = a - 1u;
     }
@@ -620,7 +623,8 @@ bool BlockAbsMax(const float* in, std::size_t n, std::size_t block, std::uint32_
   (void)in, (void)n, (void)block, (void)top, (void)min_m1;
   return false;
 #else
-  if (block == 0 || block % hn::Lanes(DU()) != 0) return false;
+  const std::size_t lanes = hn::Lanes(DU());
+  if (lanes > kFoldLanes || (lanes & (lanes - 1)) != 0 || block == 0 || block % lanes != 0) return false;
   if (min_m1 != nullptr) BlockAbsMaxPer<true>(in, n, block, top, min_m1);
   else BlockAbsMaxPer<false>(in, n, block, top, min_m1);
   return true;
