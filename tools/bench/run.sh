@@ -84,10 +84,12 @@ print("\n## Scaling schemes on a 4096 x 4096 f32 tensor, elements per second (on
 print("| scheme | element | items/s | time / plain | time / plain_codes |")
 print("|---|---|---|---|---|")
 elements = {"mx_e2m1": "e2m1", "nvfp4": "e2m1", "nvfp4_2d": "e2m1"}
-for key in ["Plain/e4m3", "Plain/e2m1", "PlainCodes/e4m3", "PlainCodes/e2m1"]:
+for key in ["Plain/e4m3", "Plain/e2m1", "PlainCodes/e4m3", "PlainCodes/e2m1", "Scaled/e4m3"]:
     b = sch.get("BM_" + key)
     if b:
-        print(f"| {key.lower().replace('/', ' ')} | {key.split('/')[1]} | {rate(b)} | | |")
+        p = sch.get("BM_Plain/" + key.split('/')[1])
+        r1 = f"{b['real_time'] / p['real_time']:.2f}x" if p and not key.startswith("Plain/") else ""
+        print(f"| {key.lower().replace('/', ' ')} | {key.split('/')[1]} | {rate(b)} | {r1} | |")
 for name in ["tensor", "channel", "token", "block_1x128", "block_128x128", "mx_e4m3_floor", "mx_e4m3_rceil",
              "mx_e2m1", "nvfp4", "nvfp4_2d"]:
     b = sch.get("BM_Scheme/" + name)
