@@ -171,16 +171,20 @@ int chunk_of(int bc, int n) {
   return bc % kChunk == 0 ? kChunk : n;
 }
 
+// Asks for the memory of [from, min(from + n, end)), one request per cache line: the streaming passes call it
+// for the chunk after the one they are about to read (a pass that only reads waits on memory otherwise).
+void prefetch_span(const float* from, int n, const float* end) {
+  for (const float* a = from; a < std::min(end, from + n); a += 16) __builtin_prefetch(a, 0, 2);
+}
+
 // row_blocks over v[0, n) chunk by chunk, asking for the next chunk's memory (up to `end`, running on
-// into the next row) before each one: a pass that only reads waits on memory otherwise.
+// into the next row) before each one.
 void stream_blocks(const float* v, int n, int bc, std::int32_t lim, std::uint32_t* m, std::uint8_t* nan,
                    std::uint8_t* nonfinite, const float* end) {
   const int chunk = chunk_of(bc, n);
   for (int c0 = 0; c0 < n; c0 += chunk) {
     const int len = std::min(chunk, n - c0);
-    const float* ahead = v + c0 + len;
-    const float* stop = std::min(end, ahead + len);
-    for (const float* a = ahead; a < stop; a += 16) __builtin_prefetch(a, 0, 2);
+    prefetch_span(v + c0 + len, len, end);
     const int blk = c0 / bc;
     row_blocks(v + c0, len, bc, lim, m + blk, nan + blk, nonfinite + blk);
   }
@@ -249,8 +253,7 @@ BlockAmaxes block_amaxes(const Tensor& x, int br, int bc, bool finite_only) {
       const int chunk = chunk_of(1, x.cols);
       for (int c0 = 0; c0 < x.cols; c0 += chunk) {
         const int len = std::min(chunk, x.cols - c0);
-        const float* ahead = v + c0 + len;
-        for (const float* q = ahead; q < std::min(end, ahead + len); q += 16) __builtin_prefetch(q, 0, 2);
+        prefetch_span(v + c0 + len, len, end);
         const auto at = static_cast<std::size_t>(c0);
         row_columns(v + c0, len, limit, &a.bits[base + at], &acc_nan[at], &acc_nonfinite[at]);
       }
@@ -520,10 +523,7 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
   // Row r's elements into codes through the batch path.  Row r + 1 is asked for first: the conversion
   // loads nothing of x, so its lines arrive while the conversion runs instead of stalling the next pass.
   auto convert_row = [&](int r) {
-    if (r + 1 < R) {
-      const float* next = &x.data[idx(r + 1, 0)];
-      for (int c = 0; c < C; c += 16) __builtin_prefetch(next + c, 0, 2);
-    }
+    if (r + 1 < R) prefetch_span(&x.data[idx(r + 1, 0)], C, x.data.data() + x.data.size());
     grow_to(r);
     to_elements(buf.data(), static_cast<std::size_t>(C), el, p, rptr ? rptr + idx(r, 0) : nullptr, &q.codes[idx(r, 0)]);
   };
@@ -559,9 +559,9 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
   // a conversion pass per band; for br = R, the tensor scheme, it is those two passes).  The conversion of
   // each chunk asks for the next chunk to be gathered, one cache line per vector it converts (a burst of
   // requests before each gather stalled on the core's outstanding-miss limit instead).  band_mults(r0, r1, t)
-  // returns the multipliers
-  // of band [r0, r1) (one per block) from its amaxes t and records its scales; after_row(r) runs once row
-  // r's codes are written.  want_min: the amaxes carry the band's smallest non-zero |x| too.
+  // returns the multipliers of band [r0, r1) (one per block) from its amaxes t and records its scales;
+  // after_row(r) runs once row r's codes are written.  want_min: the amaxes carry the band's smallest
+  // non-zero |x| too.
   auto banded = [&](int br, int bc, bool finite_only, bool want_min, auto&& band_mults, auto&& after_row) {
     const std::int32_t lim = finite_only ? 0x7F7FFFFF : 0x7F800000;
     const int chunk = chunk_of(bc, C);
