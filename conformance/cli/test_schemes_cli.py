@@ -308,6 +308,23 @@ def test_gemm_models():
     assert gemm("exact", CANCEL, "--amax")["amax_d"] == "0x3c800000"
 
 
+def test_gemm_hopper_fp8_mma_sync(tmp_path):
+    # FP8 mma.sync on Hopper: k = 0, 1 (448 - 448) form the first f16 step and k = 2 (2^-9 * 2^-9 = 2^-18,
+    # e4m3 0x01) the second, so 2^-18 (0x36800000) survives; with the pair split across the two steps (k = 0
+    # and k = 2) the tiny product meets 448 in the first step and truncates away: +0.  hopper-fp8 (one fused
+    # sum, F = 13) loses it either way.  conformance/gemm/test_mma_sync_model.cpp derives these.
+    first = {"m": 1, "n": 1, "k": 3, "a": ["0x7e", "0xfe", "0x01"], "b": ["0x38", "0x38", "0x01"]}
+    split = {"m": 1, "n": 1, "k": 3, "a": ["0x7e", "0x01", "0xfe"], "b": ["0x38", "0x01", "0x38"]}
+    assert gemm("hopper-fp8-mma-sync", first) == {"d": ["0x36800000"]}
+    assert gemm("hopper-fp8-mma-sync", split) == {"d": ["0x00000000"]}
+    assert gemm("hopper-fp8", first) == {"d": ["0x00000000"]}
+    # Operands f16 cannot hold are refused, naming the argument, with no output file.
+    out = tmp_path / "d.json"
+    fails(["gemm", "--model", "hopper-fp8-mma-sync", "--a", "-", "--out", str(out)],
+          json.dumps({**first, "b_format": "bf16", "b": ["0x3f80", "0x3f80", "0x3f80"]}), '"b_format"', "bf16")
+    assert not out.exists()
+
+
 def test_gemm_block_scaled_exact_and_model():
     # e2m1 6 * 6 in the first of four 16-groups, ue4m3 scales 448 (0x7e) for A and 1.0 (0x38) for B:
     # 36 * 448 = 16128 = 0x467c0000 under both the exact reference and blackwell-mxf4nvf4.
@@ -338,7 +355,8 @@ def test_gemm_cublaslt_scales_and_quantized_output():
 def test_gemm_list_models():
     rc, out, err = run(["gemm", "--list-models"])
     names = [line.split("\t")[0] for line in out.splitlines()]
-    for n in ["exact", "hopper-fp8", "hopper-fp8-promote128", "ada-fp8", "volta-f16", "blackwell-mxf4nvf4"]:
+    for n in ["exact", "hopper-fp8", "hopper-fp8-mma-sync", "hopper-fp8-promote128", "ada-fp8", "volta-f16",
+              "blackwell-mxf4nvf4"]:
         assert n in names
 
 

@@ -10,8 +10,8 @@
 //   - wgmma (sm_90a): fp8 kinds match hopper-fp8, f16 hopper-f16, bf16 hopper-bf16, 100%;
 //   - mma.sync on sm_80..sm_89: ampere-* for f16/bf16, ada-fp8 for FP8 (sm_89), 100%;
 //   - mma.sync FP8 on sm_90: no FP8 tensor instruction in the SASS (fp8 -> f16 conversions and two f16
-//     HMMAs); asserted against "hopper-fp8-mma-sync", a composition of hopper-f16 steps defined in this file
-//     (hopper_fp8_mma_sync_outputs), with ada-fp8 and hopper-fp8 recorded too;
+//     HMMAs); asserted against hopper-fp8-mma-sync (two hopper-f16 steps and an f32 add of C: the model
+//     table's Datapath::f16_pairs), with ada-fp8 and hopper-fp8 recorded too;
 //   - mma.sync f16/bf16 on sm_90: at least one of ampere-* / hopper-* must match 100% (the first H200 run:
 //     hopper-*), and "<instr>.matching_model" names it;
 //   - the NVFP4 emulation (f16 mma.sync, f32 accumulate, tensor scale in the epilogue): the expected output
@@ -467,59 +467,12 @@ long long layout_check(const std::string& instr, Kind kind, int m, const Runner&
   return t.mismatches;
 }
 
-// The expected outputs of a batch under a model that is not one row of gemm.cpp's table (below).
-using Composite = std::vector<std::uint32_t> (*)(Kind, const Batch&);
+constexpr const char* hopper_fp8_mma_sync = "hopper-fp8-mma-sync";  // FP8 mma.sync on Hopper
 
 struct Candidate {
   const char* model;
-  bool print = true;               // print its mismatches
-  Composite composite = nullptr;   // set: the expected outputs come from this function, not model_outputs
+  bool print = true;  // print its mismatches
 };
-
-// ---- mma.sync FP8 on Hopper -----------------------------------------------------------------------------------
-// On sm_90 the SASS of mma.sync.m16n8k32 e4m3/e5m2 has no FP8 tensor instruction: F2FP.F16.E4M3.UNPACK_B /
-// F2FP.F16.E5M2.UNPACK_B (an exact fp8 -> f16 conversion: every e4m3 and e5m2 value is an f16 value) and
-// two HMMA.16816.F32 (f16 m16n8k16, which matches hopper-f16 100% on the H200).  The first H200 run's
-// printed cases (40 distinct dot products, 4 kinds) are all reproduced, and no other arrangement tried
-// reproduced them, by:
-//   D1 = hopper-f16 over k in {4q, 4q + 1 : q = 0..7} from C = +0,
-//   D2 = hopper-f16 over k in {4q + 2, 4q + 3} from C = D1,
-//   D  = C + D2, one f32 add rounded to nearest even.
-// The k split follows the fragments: the A register of thread t holds k = 4t..4t+3 (and 4t+16..4t+19)
-// (PTX ISA "Matrix Fragments for mma.m16n8k32"); unpacking its low and high halves into f16 registers
-// puts k = 4t, 4t+1 (and 4t+16, 4t+17) into the first m16n8k16's slots 2t, 2t+1 (2t+8, 2t+9).  This is a
-// hypothesis from 40 cases: the run over 2^20 dot products per kind decides it.
-constexpr const char* hopper_fp8_mma_sync = "hopper-fp8-mma-sync";
-
-std::vector<std::uint32_t> hopper_fp8_mma_sync_outputs(Kind kind, const Batch& x) {
-  const gemm::TensorCoreModel& f16 = *gemm::find_model("hopper-f16");
-  const Format& fa = format_a(kind);
-  const Format& fb = format_b(kind);
-  std::vector<std::uint32_t> out(x.c.size());
-  parallel_for(x.tiles, [&](int t) {
-    std::vector<std::uint64_t> ra(16), rb(16);
-    auto half = [&](int row, int col, int k0, int which, std::uint32_t c) {
-      for (int j = 0; j < 16; ++j) {
-        const int kk = k0 + (j / 2) * 4 + 2 * which + (j % 2);
-        const lowbit::Result ca = lowbit::convert(fa, x.a_at(t, row, kk), fmts::f16, lowbit::Policy{});
-        const lowbit::Result cb = lowbit::convert(fb, x.b_at(t, kk, col), fmts::f16, lowbit::Policy{});
-        ra[static_cast<std::size_t>(j)] = ca.code;
-        rb[static_cast<std::size_t>(j)] = cb.code;
-      }
-      return gemm::model_step(f16, fmts::f16, ra, fmts::f16, rb, c);
-    };
-    for (int row = 0; row < x.m; ++row)
-      for (int col = 0; col < x.n; ++col) {
-        std::uint32_t acc = x.c_at(t, row, col);
-        for (int k0 = 0; k0 < x.kt(); k0 += 32) {
-          const std::uint32_t d2 = half(row, col, k0, 1, half(row, col, k0, 0, 0u));
-          acc = std::bit_cast<std::uint32_t>(std::bit_cast<float>(acc) + std::bit_cast<float>(d2));
-        }
-        out[(static_cast<std::size_t>(t) * x.m + row) * x.n + col] = acc;
-      }
-  });
-  return out;
-}
 
 // Generates >= 2^20 dot products (two launches: chain 1 and chain 2), runs them, compares with each model,
 // records everything, and returns the tallies in the order of `models`.
@@ -533,14 +486,9 @@ std::vector<Tally> validate(const std::string& instr, Kind kind, int m, const Ru
     const Batch x = make_batch(kind, m, tiles, chain, seed++);
     const std::vector<std::uint32_t> got = run(x);
     for (std::size_t i = 0; i < models.size(); ++i) {
-      std::vector<std::uint32_t> want;
-      if (models[i].composite) {
-        want = models[i].composite(kind, x);
-      } else {
-        const gemm::TensorCoreModel* model = gemm::find_model(models[i].model);
-        if (!model) throw std::runtime_error(std::string("no model ") + models[i].model);
-        want = model_outputs(*model, format_a(kind), format_b(kind), x);
-      }
+      const gemm::TensorCoreModel* model = gemm::find_model(models[i].model);
+      if (!model) throw std::runtime_error(std::string("no model ") + models[i].model);
+      const std::vector<std::uint32_t> want = model_outputs(*model, format_a(kind), format_b(kind), x);
       compare(instr + " vs " + models[i].model, x, f16_accumulator(kind), want, got, tallies[i],
               models[i].print ? kPrint - static_cast<int>(std::min<long long>(kPrint, tallies[i].mismatches)) : 0);
     }
@@ -571,12 +519,12 @@ TEST_P(MmaSync, MatchesModels) {
   EXPECT_EQ(layout, 0) << instr << ": the layout self-check failed (fragment maps), model numbers below are moot";
   const int cap = capability();
   std::vector<Candidate> candidates{{p.ampere_or_ada}, {p.hopper}};
-  if (mma::is_fp8(p.kind)) candidates.push_back({hopper_fp8_mma_sync, true, hopper_fp8_mma_sync_outputs});
+  if (mma::is_fp8(p.kind)) candidates.push_back({hopper_fp8_mma_sync});
   const auto t = validate(instr, p.kind, 16, run, candidates);
   if (cap < 90) {
     EXPECT_EQ(t[0].mismatches, 0) << instr << " on sm_" << cap << " should be " << p.ampere_or_ada;
   } else if (cap == 90 && mma::is_fp8(p.kind)) {
-    // The claim (see hopper_fp8_mma_sync_outputs): fp8 -> f16, two hopper-f16 steps, one f32 add of C.
+    // The claim (gemm.cpp's model table, Datapath::f16_pairs): fp8 -> f16, two hopper-f16 steps, C added in f32.
     const char* match = t[2].mismatches == 0 ? hopper_fp8_mma_sync
                         : t[0].mismatches == 0 ? p.ampere_or_ada
                         : t[1].mismatches == 0 ? p.hopper : "none";

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 
 #include <tbb/blocked_range.h>
@@ -31,6 +32,15 @@ float to_float(const Format& f, std::uint64_t code) {
 }
 std::uint32_t float_bits(float x) { return std::bit_cast<std::uint32_t>(x); }
 
+// An f32 result of GPU arithmetic (FADD / FFMA / FMUL): a NaN result is always the canonical 0x7FFFFFFF there
+// (PTX ISA §9.7.3 "Floating-Point Instructions": "Single-precision instructions return an unspecified NaN";
+// sm_90 returns 0x7FFFFFFF whatever the operands, e.g. for Inf - Inf, where x86 returns 0xFFC00000).
+std::uint32_t gpu_f32_bits(float x) { return std::isnan(x) ? 0x7FFFFFFFu : float_bits(x); }
+// The GPU's FADD of two f32 codes (nearest even).
+std::uint32_t gpu_add(std::uint32_t x, std::uint32_t y) {
+  return gpu_f32_bits(std::bit_cast<float>(x) + std::bit_cast<float>(y));
+}
+
 void check_shapes(const Matrix& a, const Matrix& b, const Matrix* c) {
   if (!a.format || !b.format) throw std::invalid_argument("operand without a format");
   if (a.cols != b.rows) throw std::invalid_argument("inner dimensions differ: A is " + std::to_string(a.rows) + "x" +
@@ -38,8 +48,9 @@ void check_shapes(const Matrix& a, const Matrix& b, const Matrix* c) {
                                                     "x" + std::to_string(b.cols));
   if (c && (c->rows != a.rows || c->cols != b.cols))
     throw std::invalid_argument("C must be " + std::to_string(a.rows) + "x" + std::to_string(b.cols));
-  if (a.format->mantissa_bits > 23 || b.format->mantissa_bits > 23)
-    throw std::invalid_argument("operand formats must have significands of at most 24 bits");
+  for (const Format* f : {a.format, b.format})
+    if (f->mantissa_bits > 23)
+      throw std::invalid_argument(std::string("operand format ") + f->name + " has a significand wider than 24 bits");
 }
 
 // ---- a wide two's complement fixed-point accumulator --------------------------------------------------
@@ -539,8 +550,6 @@ std::vector<std::uint64_t> accumulate(const Matrix& a, const Matrix& b, const Ma
 
 namespace {
 
-constexpr const char* mmasim = "MMA-Sim (arXiv 2511.10909, mmasim/simulator/nv.py)";
-
 const TensorCoreModel model_table[] = {
     {"volta-f16", 4, 23, Output::f32_rz, false, BlockScale::none, 0,
      "Volta mma.m8n8k4 f16: k=4, F=23 (MMA-Sim; Fasi et al. PeerJ CS 2021)"},
@@ -569,7 +578,17 @@ const TensorCoreModel model_table[] = {
      "Hopper wgmma k=32 e4m3/e5m2, F=13, output RZ to 13 fraction bits (MMA-Sim; DeepSeek-V3 §3.3.2 reports "
      "about 14 kept bits); equal bit for bit to an H200's wgmma m64n8k32 (e4m3, e5m2, mixed; 2^20 dot products "
      "each) and to cuBLASLt's FP8 GEMM with fast accumulation (reports/device/). FP8 mma.sync on Hopper is another "
-     "datapath (conversion to f16, then f16 HMMA)"},
+     "datapath: hopper-fp8-mma-sync"},
+    // The SASS of mma.sync.m16n8k32 e4m3/e5m2 for sm_90 is F2FP.F16.E4M3.UNPACK_B / F2FP.F16.E5M2.UNPACK_B (an
+    // exact conversion) and two HMMA.16816.F32.  The k split follows the fragments (PTX ISA, "Matrix Fragments
+    // for mma.m16n8k32"): thread t's A register holds k = 4t..4t+3 and 4t+16..4t+19; unpacking its low and high
+    // halves puts k = 4t, 4t+1 (4t+16, 4t+17) into the first m16n8k16.  Found from 40 cases an H200 printed,
+    // then held against 2^20 dot products per operand kind (device/tests/mma_test.cpp).
+    {"hopper-fp8-mma-sync", 32, 25, Output::f32_rz, false, BlockScale::none, 0,
+     "Hopper mma.sync m16n8k32 e4m3/e5m2: operands converted to f16, k = 4q, 4q+1 then 4q+2, 4q+3 in two hopper-f16 "
+     "steps from +0, C added last in f32 (RNE); equal bit for bit to an H200's mma.sync (e4m3, e5m2, mixed; 2^20 dot "
+     "products each; NaN payloads compared loosely there) (reports/device/)",
+     Datapath::f16_pairs},
     {"blackwell-f8f6f4", 32, 25, Output::f32_rz, false, BlockScale::none, 0,
      "Blackwell tcgen05.mma kind::f8f6f4 k=32, F=25 (MMA-Sim); not run on hardware by this project"},
     {"blackwell-mxf8f6f4", 32, 25, Output::f32_rz, false, BlockScale::per_instruction, 32,
@@ -670,6 +689,57 @@ std::uint32_t fused_sum(const TensorCoreModel& model, std::span<const Term> term
   return round_sum(model, sum, emax);
 }
 
+// ---- the f16_pairs datapath (Hopper FP8 mma.sync) -------------------------------------------------------
+
+// Whether every value of f is an f16 value: at most 11 significant bits, nothing above f16's largest binade
+// 2^15 and nothing below its smallest subnormal 2^-24.  (conformance/gemm/test_models.cpp checks this
+// against the conversion of every code of every format of at most 16 bits.)
+bool values_in_f16(const Format& f) {
+  return f.mantissa_bits <= 10 && f.emax() <= 15 && f.magnitude_exponent(1) >= -24;
+}
+
+void require_operands(const TensorCoreModel& model, const Format& fa, const Format& fb) {
+  for (const Format* f : {&fa, &fb}) {
+    if (takes_operands(model, *f)) continue;
+    if (model.datapath == Datapath::f16_pairs)
+      throw std::invalid_argument(std::string("model ") + model.name +
+                                  " converts its operands to f16 exactly, and format " + f->name +
+                                  " has values that f16 lacks");
+    throw std::invalid_argument(std::string("model ") + model.name + ": operand format " + f->name +
+                                " has a significand wider than 24 bits");
+  }
+}
+
+// The model of one half-step: the same F and output over half the group, fused.
+TensorCoreModel half_step(const TensorCoreModel& model) {
+  TensorCoreModel h = model;
+  h.group = model.group / 2;
+  h.datapath = Datapath::fused;
+  return h;
+}
+
+// The k (within the instruction) of slot j of half `which` (0: k = 4q, 4q+1; 1: k = 4q+2, 4q+3).
+int pair_k(int j, int which) { return (j / 2) * 4 + 2 * which + j % 2; }
+
+std::uint64_t to_f16(const Format& f, std::uint64_t code) { return convert(f, code, formats::f16, rne_policy).code; }
+
+std::uint32_t f16_pairs_step(const TensorCoreModel& model, const Format& fa, std::span<const std::uint64_t> a,
+                             const Format& fb, std::span<const std::uint64_t> b, std::uint32_t c) {
+  require_operands(model, fa, fb);
+  const TensorCoreModel half = half_step(model);
+  std::vector<std::uint64_t> ha(static_cast<std::size_t>(half.group)), hb(ha.size());
+  std::uint32_t partial = 0;
+  for (int which = 0; which < 2; ++which) {
+    for (int j = 0; j < half.group; ++j) {
+      const auto k = static_cast<std::size_t>(pair_k(j, which));
+      ha[static_cast<std::size_t>(j)] = k < a.size() ? to_f16(fa, a[k]) : 0;
+      hb[static_cast<std::size_t>(j)] = k < b.size() ? to_f16(fb, b[k]) : 0;
+    }
+    partial = model_step(half, formats::f16, ha, formats::f16, hb, partial);
+  }
+  return gpu_add(c, partial);
+}
+
 // ---- the fast model driver ---------------------------------------------------------------------------
 // run_model (unscaled models), run_promoted and run_block_scaled give exactly what a loop of model_step
 // calls gives (conformance/gemm/test_fast_driver.cpp compares them on random shapes, models and inputs,
@@ -693,19 +763,47 @@ constexpr int kTile = 64;
 double pow2(int e) { return std::bit_cast<double>(static_cast<std::uint64_t>(1023 + e) << 52); }
 
 // Operands decoded once.  A is rows x kp, B is kp x cols (kp = K padded to the group with zero codes).
+// The steps run `step_model`, fused, over `step` elements at a time: the model itself, or for an f16_pairs
+// model its half-step over operands converted to f16 with each instruction's K permuted so that its first
+// half-step reads k = 4q, 4q+1 and its second k = 4q+2, 4q+3 (owned here, and already padded).
 struct FastOperands {
-  const TensorCoreModel* model = nullptr;
+  TensorCoreModel step_model{};
   const Matrix* a = nullptr;
   const Matrix* b = nullptr;
+  std::unique_ptr<Matrix> own_a, own_b;
   int m = 0, n = 0, kk = 0, kp = 0, group = 0, groups = 0;
+  int step = 0, steps = 0;  // elements per fused step, and steps in all (kp / step)
   int tiles = 0;  // B is stored tile by tile: each tile kp x kTile, row-major (the extra columns are zeros)
   std::uint64_t pad_a = 0, pad_b = 0;
   std::vector<double> va, vb;
   std::vector<std::int32_t> ea, eb;
-  std::vector<std::uint8_t> special_a;  // m x groups: a NaN or Inf in the row's group
-  std::vector<std::uint8_t> special_b;  // groups x n
+  std::vector<std::uint8_t> special_a;  // m x steps: a NaN or Inf in the row's step
+  std::vector<std::uint8_t> special_b;  // steps x n
   bool fast = false;                    // false: every step goes through model_step
 };
+
+// An f16_pairs operand: converted to f16, each instruction's K (`group`) permuted as FastOperands says, K
+// padded to `kp` with +0.  `rows_are_k`: B (K x N) rather than A (M x K).
+Matrix pairs_operand(const Matrix& x, int group, int kp, bool rows_are_k) {
+  const int kk = rows_are_k ? x.rows : x.cols, other = rows_are_k ? x.cols : x.rows;
+  Matrix r{&formats::f16, rows_are_k ? kp : other, rows_are_k ? other : kp, {}};
+  r.codes.assign(static_cast<std::size_t>(kp) * static_cast<std::size_t>(other), 0);
+  std::uint64_t table[256];  // the conversion of every code of a format of at most 8 bits
+  const bool small = x.format->storage_bits() <= 8;
+  if (small)
+    for (std::uint64_t c = 0; c < 256; ++c) table[c] = x.format->valid_code(c) ? to_f16(*x.format, c) : 0;
+  const int half = group / 2;
+  for (int p = 0; p < kp; ++p) {
+    const int k = p / group * group + pair_k(p % group % half, p % group / half);
+    if (k >= kk) continue;
+    for (int o = 0; o < other; ++o) {
+      const std::uint64_t code = rows_are_k ? x.at(k, o) : x.at(o, k);
+      const std::uint64_t h = small ? table[code & 0xFF] : to_f16(*x.format, code);
+      r.codes[rows_are_k ? static_cast<std::size_t>(p) * other + o : static_cast<std::size_t>(o) * kp + p] = h;
+    }
+  }
+  return r;
+}
 
 // Decode one element; false when it breaks the bound |x| <= 2^(exp + 1) the fast sum relies on.
 bool decode_element(const Format& f, std::uint64_t code, bool tf32, double& value, std::int32_t& exp, bool& special) {
@@ -720,45 +818,60 @@ bool decode_element(const Format& f, std::uint64_t code, bool tf32, double& valu
 }
 
 FastOperands prepare(const TensorCoreModel& model, const Matrix& a, const Matrix& b) {
+  require_operands(model, *a.format, *b.format);
   FastOperands f;
-  f.model = &model;
-  f.a = &a;
-  f.b = &b;
   f.m = a.rows;
   f.n = b.cols;
   f.kk = a.cols;
   f.group = model.group;
   f.groups = (f.kk + f.group - 1) / f.group;
   f.kp = f.groups * f.group;
+  f.step_model = model;
+  f.a = &a;
+  f.b = &b;
+  if (model.datapath == Datapath::f16_pairs) {
+    f.step_model = half_step(model);
+    f.own_a = std::make_unique<Matrix>(pairs_operand(a, f.group, f.kp, false));
+    f.own_b = std::make_unique<Matrix>(pairs_operand(b, f.group, f.kp, true));
+    f.a = f.own_a.get();
+    f.b = f.own_b.get();
+    f.kk = f.kp;
+  }
+  f.step = f.step_model.group;
+  f.steps = f.kp / f.step;
   f.tiles = (f.n + kTile - 1) / kTile;
-  f.pad_a = a.format->encode(false, 0);
-  f.pad_b = b.format->encode(false, 0);
+  f.pad_a = f.a->format->encode(false, 0);
+  f.pad_b = f.b->format->encode(false, 0);
   f.fast = model.scale == BlockScale::none && model.fraction_bits <= 28;
   if (!f.fast) return f;
+  const Format& fa = *f.a->format;
+  const Format& fb = *f.b->format;
+  const bool tf32 = f.step_model.truncate_tf32;
   const std::size_t m = static_cast<std::size_t>(f.m), n = static_cast<std::size_t>(f.n),
-                    kp = static_cast<std::size_t>(f.kp), groups = static_cast<std::size_t>(f.groups);
+                    kp = static_cast<std::size_t>(f.kp), steps = static_cast<std::size_t>(f.steps),
+                    step = static_cast<std::size_t>(f.step), kk = static_cast<std::size_t>(f.kk);
   f.va.resize(m * kp);
   f.ea.resize(m * kp);
   const std::size_t tile = static_cast<std::size_t>(kTile);
   f.vb.assign(kp * tile * static_cast<std::size_t>(f.tiles), 0.0);
   f.eb.assign(f.vb.size(), -252);
-  f.special_a.assign(m * groups, 0);
-  f.special_b.assign(groups * n, 0);
+  f.special_a.assign(m * steps, 0);
+  f.special_b.assign(steps * n, 0);
   bool ok = true;
   for (std::size_t i = 0; i < m; ++i)
     for (std::size_t k = 0; k < kp; ++k) {
-      const std::uint64_t code = k < static_cast<std::size_t>(f.kk) ? a.codes[i * f.kk + k] : f.pad_a;
+      const std::uint64_t code = k < kk ? f.a->codes[i * kk + k] : f.pad_a;
       bool special = false;
-      ok &= decode_element(*a.format, code, model.truncate_tf32, f.va[i * kp + k], f.ea[i * kp + k], special);
-      if (special) f.special_a[i * groups + k / f.group] = 1;
+      ok &= decode_element(fa, code, tf32, f.va[i * kp + k], f.ea[i * kp + k], special);
+      if (special) f.special_a[i * steps + k / step] = 1;
     }
   for (std::size_t k = 0; k < kp; ++k)
     for (std::size_t j = 0; j < n; ++j) {
-      const std::uint64_t code = k < static_cast<std::size_t>(f.kk) ? b.codes[k * n + j] : f.pad_b;
+      const std::uint64_t code = k < kk ? f.b->codes[k * n + j] : f.pad_b;
       bool special = false;
       const std::size_t at = (j / tile) * kp * tile + k * tile + j % tile;
-      ok &= decode_element(*b.format, code, model.truncate_tf32, f.vb[at], f.eb[at], special);
-      if (special) f.special_b[(k / f.group) * n + j] = 1;
+      ok &= decode_element(fb, code, tf32, f.vb[at], f.eb[at], special);
+      if (special) f.special_b[(k / step) * n + j] = 1;
     }
   f.fast = ok;
   return f;
@@ -845,25 +958,25 @@ struct Lanes {
   std::vector<std::uint64_t> ra, rb;
 };
 
-// Step group g of row i, column j, through model_step (C = c).
-std::uint32_t slow_step(const FastOperands& f, int i, int j, int g, std::uint32_t c, Lanes& l) {
-  l.ra.resize(static_cast<std::size_t>(f.group));
-  l.rb.resize(static_cast<std::size_t>(f.group));
-  const int lo = g * f.group;
-  for (int k = 0; k < f.group; ++k) {
+// Step t of row i, column j, through model_step (C = c).
+std::uint32_t slow_step(const FastOperands& f, int i, int j, int t, std::uint32_t c, Lanes& l) {
+  l.ra.resize(static_cast<std::size_t>(f.step));
+  l.rb.resize(static_cast<std::size_t>(f.step));
+  const int lo = t * f.step;
+  for (int k = 0; k < f.step; ++k) {
     const bool in = lo + k < f.kk;
     l.ra[static_cast<std::size_t>(k)] = in ? f.a->at(i, lo + k) : f.pad_a;
     l.rb[static_cast<std::size_t>(k)] = in ? f.b->at(lo + k, j) : f.pad_b;
   }
-  return model_step(*f.model, *f.a->format, l.ra, *f.b->format, l.rb, c);
+  return model_step(f.step_model, *f.a->format, l.ra, *f.b->format, l.rb, c);
 }
 
-// Groups [g0, g1) of row i over columns [j0, j0 + w); l.code holds C on entry and the result on return.
-void run_groups(const FastOperands& f, int i, int j0, int w, int g0, int g1, Lanes& l) {
-  const TensorCoreModel& model = *f.model;
+// Steps [t0, t1) of row i over columns [j0, j0 + w); l.code holds C on entry and the result on return.
+void run_steps(const FastOperands& f, int i, int j0, int w, int t0, int t1, Lanes& l) {
+  const TensorCoreModel& model = f.step_model;
   if (!f.fast) {
     for (int j = 0; j < w; ++j)
-      for (int g = g0; g < g1; ++g) l.code[j] = slow_step(f, i, j0 + j, g, l.code[j], l);
+      for (int t = t0; t < t1; ++t) l.code[j] = slow_step(f, i, j0 + j, t, l.code[j], l);
     return;
   }
   const Format& acc = accumulator_format(model);
@@ -872,19 +985,36 @@ void run_groups(const FastOperands& f, int i, int j0, int w, int g0, int g1, Lan
   std::fill(l.cval + w, l.cval + kTile, 0.0);
   const std::size_t kp = static_cast<std::size_t>(f.kp), n = static_cast<std::size_t>(f.n),
                     ldb = static_cast<std::size_t>(kTile);
-  for (int g = g0; g < g1; ++g) {
-    const std::size_t k0 = static_cast<std::size_t>(g) * static_cast<std::size_t>(f.group);
+  for (int t = t0; t < t1; ++t) {
+    const std::size_t k0 = static_cast<std::size_t>(t) * static_cast<std::size_t>(f.step);
     const std::size_t ai = static_cast<std::size_t>(i) * kp + k0, bi = static_cast<std::size_t>(j0) * kp + k0 * ldb;
-    group_kernel(f.group, model.fraction_bits, &f.ea[ai], &f.va[ai], &f.eb[bi], &f.vb[bi], ldb, l.cexp, l.cval,
+    group_kernel(f.step, model.fraction_bits, &f.ea[ai], &f.va[ai], &f.eb[bi], &f.vb[bi], ldb, l.cexp, l.cval,
                  l.em, l.s);
-    const bool row_special = f.special_a[static_cast<std::size_t>(i) * static_cast<std::size_t>(f.groups) +
-                                         static_cast<std::size_t>(g)] != 0;
-    const std::uint8_t* col_special = &f.special_b[static_cast<std::size_t>(g) * n + static_cast<std::size_t>(j0)];
+    const bool row_special = f.special_a[static_cast<std::size_t>(i) * static_cast<std::size_t>(f.steps) +
+                                         static_cast<std::size_t>(t)] != 0;
+    const std::uint8_t* col_special = &f.special_b[static_cast<std::size_t>(t) * n + static_cast<std::size_t>(j0)];
     for (int j = 0; j < w; ++j) {
-      if (row_special || col_special[j] || l.cspecial[j]) l.code[j] = slow_step(f, i, j0 + j, g, l.code[j], l);
+      if (row_special || col_special[j] || l.cspecial[j]) l.code[j] = slow_step(f, i, j0 + j, t, l.code[j], l);
       else l.code[j] = finish_step(model, l.s[j], l.em[j]);
       decode_c(acc, l.code[j], l.cexp[j], l.cval[j], l.cspecial[j]);
     }
+  }
+}
+
+// Instructions [g0, g1) (groups of K) of row i over columns [j0, j0 + w); l.code holds C on entry and the
+// result on return.  An f16_pairs instruction: its two half-steps from +0, then C + their result in f32.
+void run_groups(const FastOperands& f, int i, int j0, int w, int g0, int g1, Lanes& l) {
+  if (f.step == f.group) {
+    run_steps(f, i, j0, w, g0, g1, l);
+    return;
+  }
+  const int per = f.group / f.step;
+  std::uint32_t c[kTile];
+  for (int g = g0; g < g1; ++g) {
+    std::copy(l.code, l.code + w, c);
+    std::fill(l.code, l.code + w, 0u);
+    run_steps(f, i, j0, w, g * per, (g + 1) * per, l);
+    for (int j = 0; j < w; ++j) l.code[j] = gpu_add(c[j], l.code[j]);
   }
 }
 
@@ -907,6 +1037,10 @@ void for_each_tile(int m, int n, const Body& body) {
 
 std::span<const TensorCoreModel> models() { return model_table; }
 
+bool takes_operands(const TensorCoreModel& model, const Format& f) {
+  return model.datapath == Datapath::f16_pairs ? values_in_f16(f) : f.mantissa_bits <= 23;
+}
+
 const TensorCoreModel* find_model(std::string_view name) {
   for (const TensorCoreModel& m : model_table)
     if (name == m.name) return &m;
@@ -917,6 +1051,7 @@ std::uint32_t model_step(const TensorCoreModel& model, const Format& fa, std::sp
                          const Format& fb, std::span<const std::uint64_t> b, std::uint32_t c,
                          const Format* scale_format, std::span<const std::uint64_t> sa,
                          std::span<const std::uint64_t> sb) {
+  if (model.datapath == Datapath::f16_pairs) return f16_pairs_step(model, fa, a, fb, b, c);
   const Format& acc = accumulator_format(model);
   const Unpacked uc = unpack(acc, c);
   Specials sp;
@@ -1023,13 +1158,6 @@ std::vector<std::uint64_t> run_model(const TensorCoreModel& model, const Matrix&
     }
   return d;
 }
-
-namespace {
-// An f32 result of GPU arithmetic (FADD / FFMA / FMUL): a NaN result is always the canonical 0x7FFFFFFF there
-// (PTX ISA §9.7.3 "Floating-Point Instructions": "Single-precision instructions return an unspecified NaN";
-// sm_90 returns 0x7FFFFFFF whatever the operands, e.g. for Inf - Inf, where x86 returns 0xFFC00000).
-std::uint32_t gpu_f32_bits(float x) { return std::isnan(x) ? 0x7FFFFFFFu : float_bits(x); }
-}  // namespace
 
 std::vector<std::uint64_t> run_promoted(const TensorCoreModel& inner, int block, const Matrix& a, const Matrix& b,
                                         const Matrix* c, std::uint32_t scale) {

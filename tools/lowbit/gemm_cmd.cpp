@@ -316,6 +316,10 @@ void run_gemm(GemmOptions& o) {
     const Matrix bs = read_matrix(j, "b_scales", sf, kb, n);
     d = gemm::run_model(*tc, a, b, cin, &as, &bs);
   } else if (tc) {
+    for (const auto& [key, f] : {std::pair{"a_format", &fa}, std::pair{"b_format", &fb}})
+      if (!gemm::takes_operands(*tc, *f))
+        throw InputError(std::string("\"") + key + "\": model " + name + " converts its operands to f16 exactly; " +
+                         f->name + " has values that f16 lacks");
     d = gemm::run_model(*tc, a, b, cin);
   } else {
     throw InputError("--model: unknown model '" + name + "' (see lowbit gemm --list-models)");

@@ -599,7 +599,8 @@ std::vector<GemmSpec> gemm_specs(const std::string& model) {
   if (n.find("tf32") != std::string::npos) return {{model, &F::f32, &F::f32}};
   if (n.find("bf16") != std::string::npos) return {{model, &F::bf16, &F::bf16}};
   if (n.find("f16") != std::string::npos && n.find("f8f6f4") == std::string::npos) return {{model, &F::f16, &F::f16}};
-  if (n == "ada-fp8" || n == "hopper-fp8") return {{model, &F::e4m3, &F::e4m3}, {model, &F::e5m2, &F::e4m3}};
+  if (n == "ada-fp8" || n == "hopper-fp8" || n == "hopper-fp8-mma-sync")
+    return {{model, &F::e4m3, &F::e4m3}, {model, &F::e5m2, &F::e4m3}};
   if (n == "blackwell-f8f6f4")
     return {{model, &F::e4m3, &F::e5m2}, {model, &F::e2m1, &F::e3m2}, {model, &F::e2m3, &F::e4m3}};
   if (n == "blackwell-mxf8f6f4") return {{model, &F::e4m3, &F::e4m3, &F::e8m0, 32}, {model, &F::e2m1, &F::e5m2, &F::e8m0, 32}};

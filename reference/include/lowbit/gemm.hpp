@@ -86,23 +86,39 @@ enum class BlockScale : std::uint8_t {
   per_16,           // fp4 kinds: each 16 products summed exactly, times the two scales (mxf4, mxf4nvf4)
 };
 
+// How one step evaluates its `group` products.
+enum class Datapath : std::uint8_t {
+  fused,      // one fused sum of the group's products and C, as above
+  f16_pairs,  // Hopper's FP8 mma.sync, which has no FP8 tensor instruction behind it (its SASS converts to f16
+              // and issues two HMMA.16816.F32): the operands converted exactly to f16; the products of
+              // k = 4q, 4q+1 (q = 0 .. group/4 - 1) fused from +0 as one step of group/2, those of k = 4q+2,
+              // 4q+3 fused onto that result, and C added last with one f32 add (nearest even; a NaN result
+              // is the canonical 0x7FFFFFFF).  The fused half-steps use the model's F and output.
+};
+
 struct TensorCoreModel {
   const char* name;
-  int group;           // products aligned together (with C) per step: the instruction's K after splitting
+  int group;           // products per step: the instruction's K after splitting
   int fraction_bits;   // F: each term truncated to F fraction bits relative to 2^(max exponent)
   Output output;
   bool truncate_tf32;  // f32 inputs lose their low 13 bits (TF32 tensor cores)
   BlockScale scale;
   int scale_block;     // elements per scale along K (32 for ue8m0, 16 for ue4m3)
   const char* source;  // where the parameters come from, and what is unconfirmed on hardware
+  Datapath datapath = Datapath::fused;
 };
 
 std::span<const TensorCoreModel> models();
 const TensorCoreModel* find_model(std::string_view name);
 
+// Whether `model` takes operands of format `f`: every format whose significand fits 24 bits, except that an
+// f16_pairs model takes only formats whose every value is an f16 value (fp8, fp6, fp4, f16, int8, ue4m3).
+bool takes_operands(const TensorCoreModel& model, const Format& f);
+
 // One step of a model: the group's products (and C, an f32 code) aligned, truncated, summed exactly and
-// rounded.  `a`, `b` hold `model.group` values (shorter spans are padded with zeros).  Scales (for the
-// block-scaled kinds) are codes of `scale_format`, one per `scale_block` elements.
+// rounded (a fused model; an f16_pairs model as Datapath says).  `a`, `b` hold `model.group` values (shorter
+// spans are padded with zeros).  Scales (for the block-scaled kinds) are codes of `scale_format`, one per
+// `scale_block` elements.
 std::uint32_t model_step(const TensorCoreModel& model, const Format& fa, std::span<const std::uint64_t> a,
                          const Format& fb, std::span<const std::uint64_t> b, std::uint32_t c,
                          const Format* scale_format = nullptr, std::span<const std::uint64_t> sa = {},
