@@ -105,6 +105,7 @@ void lowbit_gemm(benchmark::State& state, Fn fn) {
 
 void register_all() {
   const gemm::TensorCoreModel* hopper = gemm::find_model("hopper-fp8");
+  const gemm::TensorCoreModel* mma_sync = gemm::find_model("hopper-fp8-mma-sync");
   for (int t : {1, 2}) {
     benchmark::RegisterBenchmark("BM_Gemm/eigen_f32", eigen_f32)->Arg(t)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
     benchmark::RegisterBenchmark("BM_Gemm/exact_e4m3", [](benchmark::State& s) {
@@ -112,6 +113,10 @@ void register_all() {
     })->Arg(t)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
     benchmark::RegisterBenchmark("BM_Gemm/hopper-fp8", [hopper](benchmark::State& s) {
       lowbit_gemm(s, [hopper](const Matrix& a, const Matrix& b) { return gemm::run_model(*hopper, a, b, nullptr); });
+    })->Arg(t)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
+    // FP8 mma.sync on Hopper: operands converted to f16 and K permuted once, then two f16 steps per 32 of K.
+    benchmark::RegisterBenchmark("BM_Gemm/hopper-fp8-mma-sync", [mma_sync](benchmark::State& s) {
+      lowbit_gemm(s, [mma_sync](const Matrix& a, const Matrix& b) { return gemm::run_model(*mma_sync, a, b, nullptr); });
     })->Arg(t)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
     benchmark::RegisterBenchmark("BM_Gemm/hopper-fp8-promote128", [hopper](benchmark::State& s) {
       lowbit_gemm(s, [hopper](const Matrix& a, const Matrix& b) {

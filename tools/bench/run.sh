@@ -64,12 +64,13 @@ for target in ["e4m3", "e5m2", "e2m1", "bf16", "f16"]:
 
 gemm = medians("gemm")
 print("\n## GEMM, M = N = K = 1024: wall time per GEMM and ratio to Eigen f32 at the same thread count\n")
-print("| threads | eigen_f32 | exact_e4m3 | hopper-fp8 | hopper-fp8-promote128 |")
-print("|---|---|---|---|---|")
+gemm_impls = ["eigen_f32", "exact_e4m3", "hopper-fp8", "hopper-fp8-mma-sync", "hopper-fp8-promote128"]
+print("| threads | " + " | ".join(gemm_impls) + " |")
+print("|---" * (len(gemm_impls) + 1) + "|")
 for t in (1, 2):
     base = gemm.get(f"BM_Gemm/eigen_f32/threads:{t}/real_time")
     cells = []
-    for impl in ["eigen_f32", "exact_e4m3", "hopper-fp8", "hopper-fp8-promote128"]:
+    for impl in gemm_impls:
         b = gemm.get(f"BM_Gemm/{impl}/threads:{t}/real_time")
         if not b or b.get("error_occurred"):
             cells.append("-")
