@@ -1,5 +1,5 @@
-// FP8 GEMM throughput: the CUTLASS kernels (fast accumulation, promotion every 128, DeepSeek block
-// scaling) against cuBLASLt (fast accumulation on and off) at 4096^3 and 8192^3, bf16 D, in one run.
+// FP8 GEMM throughput: the CUTLASS kernels (fast accumulation, promotion every 128 on two mainloops,
+// DeepSeek block scaling) against cuBLASLt (fast accumulation on and off) at 4096^3 and 8192^3, bf16 D, in one run.
 //
 //   lowbit_device_gemm_bench [--json PATH] [--reps N]
 //
@@ -169,7 +169,8 @@ int main(int argc, char** argv) {
       };
       // Launch configurations side by side (device/tests/gemm_test.cpp checks each one bit for bit):
       // the default (cluster 1x1x1, no swizzle), the scheduler's swizzle 8, and for the promoted and
-      // blockwise mainloops also cluster 2x1x1 (B multicast) with swizzle 8.
+      // blockwise mainloops also cluster 2x1x1 (B multicast) with swizzle 8.  promoted_blockwise is the
+      // promoted arithmetic on the blockwise mainloop (unit scales).
       struct Variant {
         dg::Mode mode;
         int cluster_m, swizzle;
@@ -178,7 +179,10 @@ int main(int argc, char** argv) {
                                   {dg::Mode::promoted, 1, 1},   {dg::Mode::promoted, 1, dg::kMaxSwizzle},
                                   {dg::Mode::promoted, 2, dg::kMaxSwizzle},
                                   {dg::Mode::blockwise, 1, 1},  {dg::Mode::blockwise, 1, dg::kMaxSwizzle},
-                                  {dg::Mode::blockwise, 2, dg::kMaxSwizzle}};
+                                  {dg::Mode::blockwise, 2, dg::kMaxSwizzle},
+                                  {dg::Mode::promoted_blockwise, 1, 1},
+                                  {dg::Mode::promoted_blockwise, 1, dg::kMaxSwizzle},
+                                  {dg::Mode::promoted_blockwise, 2, dg::kMaxSwizzle}};
       for (const Variant& v : variants) {
         const dg::Mode mode = v.mode;
         std::string impl = std::string("cutlass.") + dg::name(mode);
@@ -278,7 +282,10 @@ int main(int argc, char** argv) {
         {"cutlass.promoted.cluster2x1.swizzle8", "cublaslt.no_fast_accum"},
         {"cutlass.blockwise", "cublaslt.no_fast_accum"},
         {"cutlass.blockwise.swizzle8", "cublaslt.no_fast_accum"},
-        {"cutlass.blockwise.cluster2x1.swizzle8", "cublaslt.no_fast_accum"}};
+        {"cutlass.blockwise.cluster2x1.swizzle8", "cublaslt.no_fast_accum"},
+        {"cutlass.promoted_blockwise", "cublaslt.no_fast_accum"},
+        {"cutlass.promoted_blockwise.swizzle8", "cublaslt.no_fast_accum"},
+        {"cutlass.promoted_blockwise.cluster2x1.swizzle8", "cublaslt.no_fast_accum"}};
     for (auto [num, den] : pairs) {
       const Result* a = find(n, num);
       const Result* b = find(n, den);
@@ -288,10 +295,10 @@ int main(int argc, char** argv) {
 
   std::printf("FP8 GEMM (e4m3 x e4m3 -> bf16, TN) on %s (sm_%d, %d SMs), median of %d interleaved rounds\n", gpu.name.c_str(),
               gpu.capability(), gpu.sms, reps);
-  std::printf("%6s  %-38s %10s %10s\n", "size", "implementation", "ms", "TFLOP/s");
+  std::printf("%6s  %-48s %10s %10s\n", "size", "implementation", "ms", "TFLOP/s");
   for (const auto& r : results) {
-    if (r.ran) std::printf("%6d  %-38s %10.4f %10.1f\n", r.size, r.impl.c_str(), r.ms, r.tflops);
-    else std::printf("%6d  %-38s %10s %10s  (%s)\n", r.size, r.impl.c_str(), "-", "-", r.why.c_str());
+    if (r.ran) std::printf("%6d  %-48s %10.4f %10.1f\n", r.size, r.impl.c_str(), r.ms, r.tflops);
+    else std::printf("%6d  %-48s %10s %10s  (%s)\n", r.size, r.impl.c_str(), "-", "-", r.why.c_str());
   }
   for (const auto& q : ratios)
     std::printf("%6d  %s / %s = %.3f (target >= 0.85)%s\n", q.size, q.num.c_str(), q.den.c_str(), q.value,

@@ -16,6 +16,7 @@ const char* name(Mode m) {
     case Mode::fast_accum: return "fast_accum";
     case Mode::promoted: return "promoted";
     case Mode::blockwise: return "blockwise";
+    case Mode::promoted_blockwise: return "promoted_blockwise";
   }
   return "?";
 }
@@ -23,7 +24,8 @@ const char* name(Mode m) {
 namespace {
 
 int round_up(int x, int to) { return x <= 0 ? to : (x + to - 1) / to * to; }
-int k_multiple(Mode mode) { return mode == Mode::blockwise ? kScaleBlock : 16; }
+bool blockwise_mainloop(Mode mode) { return mode == Mode::blockwise || mode == Mode::promoted_blockwise; }
+int k_multiple(Mode mode) { return blockwise_mainloop(mode) ? kScaleBlock : 16; }
 
 }  // namespace
 
@@ -53,7 +55,7 @@ std::string validate(const Fp8Gemm& g) {
   if (g.n % kTileN)
     return fail("n = " + std::to_string(g.n) + " is not a multiple of the " + std::to_string(kTileN) +
                 "-column CTA tile; pad B and D with columns to n = " + std::to_string(p.n));
-  if (g.mode == Mode::blockwise && g.k % kScaleBlock)
+  if (blockwise_mainloop(g.mode) && g.k % kScaleBlock)
     return fail("k = " + std::to_string(g.k) + " is not a multiple of " + std::to_string(kScaleBlock) +
                 " (one scale per 128 elements of K); pad A and B with zeros to k = " + std::to_string(p.k));
   if (g.k % 16)
@@ -76,10 +78,14 @@ std::string validate(const Fp8Gemm& g) {
   if (g.mode == Mode::blockwise) {
     if (auto e = pointer("sfa", g.sfa); !e.empty()) return fail(e + " (blockwise mode needs A's 1x128 scales)");
     if (auto e = pointer("sfb", g.sfb); !e.empty()) return fail(e + " (blockwise mode needs B's 128x128 scales)");
+  } else if (g.sfa || g.sfb) {
+    return fail(std::string("sfa / sfb are set but only blockwise mode takes block scales") +
+                (g.mode == Mode::promoted_blockwise ? " (promoted_blockwise brings its own unit scales)" : ""));
+  }
+  if (blockwise_mainloop(g.mode)) {
     if (g.b_type != Fp8::e4m3)
-      return fail(std::string("b_type = ") + name(g.b_type) + " is not built for blockwise mode (e4m3 only)");
+      return fail(std::string("b_type = ") + name(g.b_type) + " is not built for " + name(g.mode) + " mode (e4m3 only)");
   } else {
-    if (g.sfa || g.sfb) return fail("sfa / sfb are set but only blockwise mode takes block scales");
     if (g.b_type == Fp8::e5m2 && g.d_type != Out::f32)
       return fail(std::string("b_type = e5m2 is built with d_type = f32 only, not ") + name(g.d_type));
   }
@@ -87,7 +93,7 @@ std::string validate(const Fp8Gemm& g) {
     return fail("swizzle = " + std::to_string(g.swizzle) + " is not 1, 2, 4 or 8");
   if (g.cluster_m != 1 && g.cluster_m != 2) return fail("cluster_m = " + std::to_string(g.cluster_m) + " is not 1 or 2");
   if (g.cluster_m == 2) {
-    if (g.mode == Mode::fast_accum) return fail("cluster_m = 2 is built for promoted and blockwise mode only");
+    if (g.mode == Mode::fast_accum) return fail("cluster_m = 2 is not built for fast_accum mode");
     if (g.b_type != Fp8::e4m3 || g.d_type != Out::bf16)
       return fail(std::string("cluster_m = 2 is built for e4m3 x e4m3 -> bf16 only, not e4m3 x ") + name(g.b_type) +
                   " -> " + name(g.d_type));

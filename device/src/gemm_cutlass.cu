@@ -6,10 +6,13 @@
 // `acc += partial * scale`, which DeepGEMM (and the model run_block_scaled) computes as one fused
 // multiply-add; with contraction off it would round twice.  Nothing else here has a multiply feeding an
 // add: the fast and promoted mainloops only add, and the ScaledAcc epilogue only multiplies.
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "lowbit/device/check.hpp"
 #include "lowbit/device/gemm.hpp"
@@ -168,7 +171,7 @@ void launch(const Fp8Gemm& g) {
   const cutlass::Status can = Gemm::can_implement(args);
   if (can != cutlass::Status::kSuccess)
     throw std::invalid_argument(
-        std::string("lowbit::device::gemm (") + name(M) + "): CUTLASS cannot implement m = " + std::to_string(g.m) +
+        std::string("lowbit::device::gemm (") + name(g.mode) + "): CUTLASS cannot implement m = " + std::to_string(g.m) +
         ", n = " + std::to_string(g.n) + ", k = " + std::to_string(g.k) + ": " + cutlassGetStatusString(can));
   const std::size_t need = Gemm::get_workspace_size(args);
   void* ws = g.workspace;
@@ -205,6 +208,7 @@ R dispatch(const Fp8Gemm& g) {
       if (c2) return Fn<Mode::promoted, e4m3, bf16, 2>::call(g);
       return f32 ? Fn<Mode::promoted, e4m3, float, 1>::call(g) : Fn<Mode::promoted, e4m3, bf16, 1>::call(g);
     case Mode::blockwise:
+    case Mode::promoted_blockwise:  // the blockwise kernels; run() gives them unit scales
       if (c2) return Fn<Mode::blockwise, e4m3, bf16, 2>::call(g);
       return f32 ? Fn<Mode::blockwise, e4m3, float, 1>::call(g) : Fn<Mode::blockwise, e4m3, bf16, 1>::call(g);
   }
@@ -223,6 +227,31 @@ struct Workspace {
   static std::size_t call(const Fp8Gemm& g) { return workspace_of<M, B, D, ClusterM>(g); }
 };
 
+// A device buffer of at least `count` f32 ones on the current device, for Mode::promoted_blockwise.  Kept
+// for the life of the process, and a larger one added when needed without freeing the old one (a kernel
+// still running on any stream may read it).  Filled and synchronized before it is first returned, so a
+// launch on any stream, blocking or not, reads ones.  (The first call allocates: make it outside a CUDA
+// graph capture.)
+const float* unit_scales(std::size_t count) {
+  static std::mutex mutex;
+  static std::map<int, std::pair<float*, std::size_t>> buffers;  // device -> largest buffer so far
+  int dev = 0;
+  LOWBIT_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& [ptr, size] = buffers[dev];
+  if (size < count) {
+    const std::size_t n = std::max(count, 2 * size);
+    float* p = nullptr;
+    LOWBIT_CUDA_CHECK(cudaMalloc(&p, n * sizeof(float)));
+    const std::vector<float> ones(n, 1.0f);
+    LOWBIT_CUDA_CHECK(cudaMemcpy(p, ones.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    LOWBIT_CUDA_CHECK(cudaDeviceSynchronize());
+    ptr = p;
+    size = n;
+  }
+  return ptr;
+}
+
 }  // namespace
 
 bool available() { return true; }
@@ -234,6 +263,12 @@ std::size_t workspace_size(const Fp8Gemm& g) {
 
 void run(const Fp8Gemm& g) {
   check(g);
+  if (g.mode == Mode::promoted_blockwise) {
+    Fp8Gemm u = g;
+    u.sfa = u.sfb = unit_scales(std::max(sfa_count(g.m, g.k), sfb_count(g.n, g.k)));
+    dispatch<Launch, int>(u);
+    return;
+  }
   dispatch<Launch, int>(g);
 }
 

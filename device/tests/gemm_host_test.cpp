@@ -49,8 +49,10 @@ g::Fp8Gemm good(g::Mode mode) {
   return ::testing::AssertionSuccess();
 }
 
+const g::Mode kModes[] = {g::Mode::fast_accum, g::Mode::promoted, g::Mode::blockwise, g::Mode::promoted_blockwise};
+
 TEST(GemmArgs, AcceptsTileMultiples) {
-  for (auto mode : {g::Mode::fast_accum, g::Mode::promoted, g::Mode::blockwise}) {
+  for (auto mode : kModes) {
     EXPECT_EQ(g::validate(good(mode)), "") << g::name(mode);
     EXPECT_NO_THROW(g::check(good(mode)));
   }
@@ -80,6 +82,11 @@ TEST(GemmArgs, RejectsShapesNamingTheArgumentAndThePaddedShape) {
   a = good(g::Mode::blockwise);
   a.k = 32;
   EXPECT_TRUE(rejects(a, "k = 32 is not a multiple of 128"));
+  // Promotion through the blockwise mainloop has its K granularity too (its unit scales are per 128 of K).
+  a = good(g::Mode::promoted_blockwise);
+  a.k = 200;
+  EXPECT_TRUE(rejects(a, "lowbit::device::gemm (promoted_blockwise): k = 200 is not a multiple of 128"));
+  EXPECT_TRUE(rejects(a, "to k = 256"));
   a = good(g::Mode::fast_accum);
   a.m = 0;
   EXPECT_TRUE(rejects(a, "m = 0 must be positive"));
@@ -112,6 +119,9 @@ TEST(GemmArgs, RejectsNullAndMisalignedPointers) {
   a = good(g::Mode::fast_accum);
   a.sfa = static_cast<const float*>(at(0x40000));
   EXPECT_TRUE(rejects(a, "only blockwise mode takes block scales"));
+  a = good(g::Mode::promoted_blockwise);
+  a.sfb = static_cast<const float*>(at(0x50000));
+  EXPECT_TRUE(rejects(a, "only blockwise mode takes block scales (promoted_blockwise brings its own unit scales)"));
   a = good(g::Mode::fast_accum);
   a.workspace_bytes = 1024;
   EXPECT_TRUE(rejects(a, "workspace_bytes is set but workspace is null"));
@@ -130,12 +140,20 @@ TEST(GemmArgs, BuiltCombinations) {
   EXPECT_EQ(g::validate(a), "");
   a.b_type = g::Fp8::e5m2;
   EXPECT_TRUE(rejects(a, "b_type = e5m2 is not built for blockwise mode"));
+  a = good(g::Mode::promoted_blockwise);
+  a.b_type = g::Fp8::e5m2;
+  EXPECT_TRUE(rejects(a, "b_type = e5m2 is not built for promoted_blockwise mode (e4m3 only)"));
+  a.b_type = g::Fp8::e4m3;
+  for (auto d : {g::Out::f32, g::Out::bf16}) {
+    a.d_type = d;
+    EXPECT_EQ(g::validate(a), "") << g::name(d);
+  }
 }
 
-// Launch configurations: cluster_m 2 only where built (promoted / blockwise, e4m3 x e4m3 -> bf16) and for
-// m a multiple of 256; swizzle a power of two up to 8.
+// Launch configurations: cluster_m 2 only where built (every mode but fast_accum, e4m3 x e4m3 -> bf16) and
+// for m a multiple of 256; swizzle a power of two up to 8.
 TEST(GemmArgs, LaunchConfigurations) {
-  for (auto mode : {g::Mode::promoted, g::Mode::blockwise}) {
+  for (auto mode : {g::Mode::promoted, g::Mode::blockwise, g::Mode::promoted_blockwise}) {
     auto a = good(mode);
     a.d_type = g::Out::bf16;
     a.cluster_m = 2;
@@ -151,7 +169,7 @@ TEST(GemmArgs, LaunchConfigurations) {
   auto f = good(g::Mode::fast_accum);
   f.d_type = g::Out::bf16;
   f.cluster_m = 2;
-  EXPECT_TRUE(rejects(f, "cluster_m = 2 is built for promoted and blockwise mode only"));
+  EXPECT_TRUE(rejects(f, "cluster_m = 2 is not built for fast_accum mode"));
   f.cluster_m = 3;
   EXPECT_TRUE(rejects(f, "cluster_m = 3 is not 1 or 2"));
   f.cluster_m = 1;
@@ -170,8 +188,9 @@ TEST(GemmArgs, PaddedShape) {
   EXPECT_EQ(g::padded_shape(g::Mode::blockwise, 100, 200, 40), (g::Shape{128, 256, 128}));
   EXPECT_EQ(g::padded_shape(g::Mode::promoted, 128, 256, 4096), (g::Shape{128, 256, 4096}));
   EXPECT_EQ(g::padded_shape(g::Mode::promoted, 0, 1, 1), (g::Shape{128, 128, 16}));
+  EXPECT_EQ(g::padded_shape(g::Mode::promoted_blockwise, 100, 200, 40), (g::Shape{128, 256, 128}));
   // Every padded shape is accepted.
-  for (auto mode : {g::Mode::fast_accum, g::Mode::promoted, g::Mode::blockwise})
+  for (auto mode : kModes)
     for (int m : {1, 127, 129, 300})
       for (int k : {1, 17, 129, 1000}) {
         auto a = good(mode);
@@ -214,6 +233,7 @@ TEST(GemmArgs, Names) {
   EXPECT_STREQ(g::name(g::Mode::fast_accum), "fast_accum");
   EXPECT_STREQ(g::name(g::Mode::promoted), "promoted");
   EXPECT_STREQ(g::name(g::Mode::blockwise), "blockwise");
+  EXPECT_STREQ(g::name(g::Mode::promoted_blockwise), "promoted_blockwise");
   EXPECT_STREQ(g::name(g::Fp8::e5m2), "e5m2");
   EXPECT_STREQ(g::name(g::Out::bf16), "bf16");
 }

@@ -2,6 +2,8 @@
 //
 //   CUTLASS fast accumulation   == run_model(hopper-fp8)                       (asserted)
 //   CUTLASS promoted (128)      == run_promoted(hopper-fp8, 128)               (asserted)
+//   CUTLASS promoted_blockwise  == run_promoted(hopper-fp8, 128)               (asserted; blockwise mainloop,
+//                                                                                unit scales)
 //   CUTLASS blockwise           == run_block_scaled(hopper-fp8, 1x128, 128x128) (asserted)
 //   CUTLASS bf16 D              == rne-to-bf16 of the f32 model result          (asserted)
 //   CUTLASS alpha != 1          vs apply_epilogue() (the model's unconfirmed order: recorded, not asserted)
@@ -446,6 +448,23 @@ TEST(CutlassFp8Gemm, EqualsTheModelsBitForBit) {
       add(tallies["cutlass.promoted.bf16"],
           compare16("promoted bf16", c, run_cutlass<std::uint16_t>(c, dc, dg::Mode::promoted, dg::Out::bf16, 1.0f),
                     promoted_model(c)));
+    }
+    // Promotion every 128 on the blockwise mainloop with unit scales: the promoted model again.
+    if (bf16_ok && c.k % dg::kScaleBlock == 0) {
+      const Config swz{1, dg::kMaxSwizzle}, c2{2, dg::kMaxSwizzle};
+      const dg::Mode pb = dg::Mode::promoted_blockwise;
+      add(tallies["cutlass.promoted_blockwise"],
+          compare32("promoted_blockwise", c, run_cutlass<std::uint32_t>(c, dc, pb, dg::Out::f32, 1.0f), promoted_model(c)));
+      add(tallies["cutlass.promoted_blockwise.bf16"],
+          compare16("promoted_blockwise bf16", c, run_cutlass<std::uint16_t>(c, dc, pb, dg::Out::bf16, 1.0f),
+                    promoted_model(c)));
+      add(tallies["cutlass.promoted_blockwise.bf16" + swz.suffix()],
+          compare16("promoted_blockwise bf16 swizzle", c,
+                    run_cutlass<std::uint16_t>(c, dc, pb, dg::Out::bf16, 1.0f, swz), promoted_model(c)));
+      if (c.m % 256 == 0)
+        add(tallies["cutlass.promoted_blockwise.bf16" + c2.suffix()],
+            compare16("promoted_blockwise bf16 cluster 2x1", c,
+                      run_cutlass<std::uint16_t>(c, dc, pb, dg::Out::bf16, 1.0f, c2), promoted_model(c)));
     }
     // The other launch configurations the benchmark measures (e4m3 x e4m3 -> bf16): the same bits.
     if (bf16_ok) {

@@ -19,6 +19,14 @@
 //                     A scales per row and 128 elements of K ("1x128"), B scales per 128 x 128 block; every
 //                     128 elements of K the partial sum p is promoted with acc = fma(p, fp32(sa * sb), acc)
 //                     (model: run_block_scaled(hopper-fp8)).
+//   Mode::promoted_blockwise
+//                     Mode::promoted's arithmetic on the blockwise mainloop: every scale 1.0f (a buffer of ones
+//                     the library keeps per device), so each promotion is fma(p, 1, acc) = acc + p, one
+//                     rounding, as Mode::promoted's FADD (model: run_promoted(hopper-fp8, 128) =
+//                     run_block_scaled with unit scales).  Why: on an H200 the blockwise mainloop ran 8% faster
+//                     than CUTLASS's generic FP8 promotion mainloop at 4096^3 and 8192^3 (reports/device/
+//                     2026-11-30-nvidia-h200.log: 1087 against 997 TFLOP/s), though it does more work.  Built
+//                     where Mode::blockwise is: an e4m3 B; K a multiple of 128.
 //
 // The epilogue is D = convert(alpha * acc) (CUTLASS's ScaledAcc fusion, no C operand): one f32 multiply,
 // then round-to-nearest-even to bf16 for a bf16 D.  Per-tensor scaling is alpha = scale_a * scale_b
@@ -39,7 +47,7 @@ namespace lowbit::device::gemm {
 
 enum class Fp8 : std::uint8_t { e4m3, e5m2 };
 enum class Out : std::uint8_t { f32, bf16 };
-enum class Mode : std::uint8_t { fast_accum, promoted, blockwise };
+enum class Mode : std::uint8_t { fast_accum, promoted, blockwise, promoted_blockwise };
 
 const char* name(Fp8 t);
 const char* name(Out t);
@@ -66,8 +74,8 @@ struct Fp8Gemm {
   float alpha = 1.0f;  // D = alpha * AB; per-tensor scaling folds scale_a * scale_b in here
   // Launch configuration (the arithmetic, hence every bit of D, is the same in all of them):
   //  cluster_m: CTAs per thread-block cluster along M, 1 or 2.  With 2 the two CTAs of a cluster share
-  //    their B tile through TMA multicast (half the L2 -> SM traffic for B).  Built for Mode::promoted and
-  //    Mode::blockwise with an e4m3 B and a bf16 D only, and m must then be a multiple of 256.
+  //    their B tile through TMA multicast (half the L2 -> SM traffic for B).  Built for every mode but
+  //    Mode::fast_accum, with an e4m3 B and a bf16 D only, and m must then be a multiple of 256.
   //  swizzle: the persistent tile scheduler's max_swizzle_size (1, 2, 4 or 8): CTAs working at the same
   //    time cover a swizzle-wide band of output tiles instead of one row of them, so the A and B panels
   //    they read stay in L2 (matters once A and B outgrow L2, e.g. 8192^3).
