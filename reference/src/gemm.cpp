@@ -692,7 +692,7 @@ std::uint32_t fused_sum(const TensorCoreModel& model, std::span<const Term> term
 // ---- the f16_pairs datapath (Hopper FP8 mma.sync) -------------------------------------------------------
 
 // Whether every value of f is an f16 value: at most 11 significant bits, nothing above f16's largest binade
-// 2^15 and nothing below its smallest subnormal 2^-24.  (conformance/gemm/test_models.cpp checks this
+// 2^15 and nothing below its smallest subnormal 2^-24.  (conformance/gemm/test_mma_sync_model.cpp checks this
 // against the conversion of every code of every format of at most 16 bits.)
 bool values_in_f16(const Format& f) {
   return f.mantissa_bits <= 10 && f.emax() <= 15 && f.magnitude_exponent(1) >= -24;
