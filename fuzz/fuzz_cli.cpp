@@ -51,6 +51,7 @@ const std::vector<std::vector<const char*>> kCommands = {
     {"gemm", "--model", "blackwell-mxf4nvf4", "--a", "-", "--out", "-"},
     {"gemm", "--model", "ampere-f16-f16acc", "--a", "-", "--out", "-"},
     {"gemm", "--model", "f32-sequential", "--a", "-", "--out", "-"},
+    {"gemm", "--model", "hopper-fp8-mma-sync", "--a", "-", "--out", "-"},
 };
 
 struct Capture : std::stringbuf {};
