@@ -230,6 +230,39 @@ TEST(FastDriver, RunBlockScaledEqualsModelStepLoop) {
   }
 }
 
+// C in any format is its f32 value: the drivers that keep an f32 accumulator (run_promoted, run_block_scaled,
+// the f32 orders) and run_model give with C in bf16, f16 or e4m3 exactly what they give with C converted to f32.
+TEST(FastDriver, CInAnyFormatIsItsF32Value) {
+  std::uint64_t s = 0x5EED0005;
+  const Format* formats[] = {&F::bf16, &F::f16, &F::e4m3};
+  const auto models = unscaled_models();
+  for (int trial = 0; trial < 60; ++trial) {
+    const TensorCoreModel& model = *models[static_cast<std::size_t>(trial) % models.size()];
+    if (model.output == lowbit::gemm::Output::f16_rne) continue;  // an f16 accumulator: C converts to f16 there
+    const Format& fa = lowbit::gemm::takes_operands(model, F::bf16) ? F::bf16 : F::e4m3;
+    const int m = 1 + static_cast<int>(splitmix(s) % 4), n = 1 + static_cast<int>(splitmix(s) % 70);
+    const int k = 1 + static_cast<int>(splitmix(s) % 300);
+    const Matrix a = random_matrix(fa, m, k, s, false), b = random_matrix(fa, k, n, s, false);
+    const Matrix c = random_matrix(*formats[trial % 3], m, n, s, true);
+    Matrix c32{&F::f32, m, n, {}};
+    for (std::uint64_t code : c.codes) c32.codes.push_back(lowbit::convert(*c.format, code, F::f32, {}).code);
+    const int kb = (k + 127) / 128, nb = (n + 127) / 128;
+    const Matrix sa{&F::f32, m, kb, std::vector<std::uint64_t>(static_cast<std::size_t>(m * kb), 0x3FC00000u)};
+    const Matrix sb{&F::f32, kb, nb, std::vector<std::uint64_t>(static_cast<std::size_t>(kb * nb), 0x40000000u)};
+    const std::string what = std::string(model.name) + ", C " + c.format->name + ", trial " + std::to_string(trial);
+    EXPECT_EQ(lowbit::gemm::run_model(model, a, b, &c), lowbit::gemm::run_model(model, a, b, &c32)) << what;
+    EXPECT_EQ(lowbit::gemm::run_promoted(model, 4 * model.group, a, b, &c),
+              lowbit::gemm::run_promoted(model, 4 * model.group, a, b, &c32)) << what;
+    if (128 % model.group == 0) {
+      EXPECT_EQ(lowbit::gemm::run_block_scaled(model, a, b, sa, sb, &c),
+                lowbit::gemm::run_block_scaled(model, a, b, sa, sb, &c32)) << what;
+    }
+    lowbit::gemm::OrderOptions o;
+    o.order = static_cast<lowbit::gemm::Order>(trial % 5);
+    EXPECT_EQ(lowbit::gemm::accumulate(a, b, &c, o), lowbit::gemm::accumulate(a, b, &c32, o)) << what;
+  }
+}
+
 // The exact GEMM takes its blocked integer-valued f64 route without C and its wide fixed-point route with
 // one; a C of +0 changes nothing else, so both must agree on every shape (panels of columns, blocks of
 // rows and slices of K cut anywhere) and rounding.

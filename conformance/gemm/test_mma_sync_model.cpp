@@ -15,6 +15,7 @@
 
 #include "lowbit/convert.hpp"
 #include "lowbit/gemm.hpp"
+#include "lowbit/registry.hpp"
 
 namespace {
 
@@ -218,8 +219,6 @@ TEST(HopperFp8MmaSync, TakesTheFormatsThatF16HoldsExactly) {
       exact = (r.flags & (lowbit::flag::inexact | lowbit::flag::overflow)) == 0;
     }
     EXPECT_EQ(lowbit::gemm::takes_operands(mma_sync(), f), exact) << f.name;
-    // Every fused model takes every format with a significand of at most 24 bits.
-    EXPECT_EQ(lowbit::gemm::takes_operands(*lowbit::gemm::find_model("hopper-fp8"), f), f.mantissa_bits <= 23) << f.name;
     if (exact) continue;
     const Matrix a{&f, 1, 1, {0}}, b{&F::e4m3, 1, 1, {0}};
     try {
@@ -236,6 +235,42 @@ TEST(HopperFp8MmaSync, TakesTheFormatsThatF16HoldsExactly) {
   EXPECT_TRUE(lowbit::gemm::takes_operands(mma_sync(), F::e4m3));
   EXPECT_TRUE(lowbit::gemm::takes_operands(mma_sync(), F::e5m2));
   EXPECT_FALSE(lowbit::gemm::takes_operands(mma_sync(), F::bf16));
+  // The fused models take bf16 and f32 (significands up to 24 bits), not f64.
+  const TensorCoreModel& wgmma = *lowbit::gemm::find_model("hopper-fp8");
+  EXPECT_TRUE(lowbit::gemm::takes_operands(wgmma, F::bf16));
+  EXPECT_TRUE(lowbit::gemm::takes_operands(wgmma, F::f32));
+  EXPECT_FALSE(lowbit::gemm::takes_operands(wgmma, F::f64));
+}
+
+// Parametric formats (e<E>m<M>b<bias>, every special encoding): the model may refuse a format f16 could hold,
+// but never takes one with a value f16 lacks.
+TEST(HopperFp8MmaSync, TakesNoParametricFormatWithValuesF16Lacks) {
+  int taken = 0;
+  for (int e = 1; e <= 6; ++e)
+    for (int m = 0; e + m <= 12; ++m)
+      for (int bias : {-3, 0, 1, 7, 15, 20, 30})
+        for (const char* specials : {"-ieee", "-fn", "-fnuz", "-finite"}) {
+          const std::string name = "e" + std::to_string(e) + "m" + std::to_string(m) + "b" + std::to_string(bias) + specials;
+          const Format* f = lowbit::find_format(name);
+          if (!f || !lowbit::gemm::takes_operands(mma_sync(), *f)) continue;
+          ++taken;
+          for (std::uint64_t code = 0; code < (std::uint64_t{1} << f->storage_bits()); ++code) {
+            if (!f->valid_code(code)) continue;
+            const lowbit::Result r = lowbit::convert(*f, code, F::f16, lowbit::Policy{});
+            ASSERT_EQ(r.flags & (lowbit::flag::inexact | lowbit::flag::overflow), 0) << name << " code " << code;
+          }
+        }
+  EXPECT_GT(taken, 100);  // the sweep reaches the formats the model takes, not only refusals
+}
+
+// One step takes at most the instruction's 32 elements of A and as many of B.
+TEST(HopperFp8MmaSync, OneStepTakesAtMost32Elements) {
+  const std::vector<std::uint64_t> a33(33, 0x38), b33(33, 0x38), b32(32, 0x38);
+  EXPECT_THROW(lowbit::gemm::model_step(mma_sync(), F::e4m3, a33, F::e4m3, b33, 0), std::invalid_argument);
+  EXPECT_THROW(lowbit::gemm::model_step(mma_sync(), F::e4m3, b32, F::e4m3, a33, 0), std::invalid_argument);
+  // Shorter spans are padded with zeros: 3 products of 1 * 1 from C = +0 give 3.0.
+  const std::vector<std::uint64_t> a3(3, 0x38);
+  EXPECT_EQ(lowbit::gemm::model_step(mma_sync(), F::e4m3, a3, F::e4m3, a3, 0), 0x40400000u);
 }
 
 }  // namespace

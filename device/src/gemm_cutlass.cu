@@ -230,8 +230,8 @@ struct Workspace {
 // A device buffer of at least `count` f32 ones on the current device, for Mode::promoted_blockwise.  Kept
 // for the life of the process, and a larger one added when needed without freeing the old one (a kernel
 // still running on any stream may read it).  Filled and synchronized before it is first returned, so a
-// launch on any stream, blocking or not, reads ones.  (The first call allocates: make it outside a CUDA
-// graph capture.)
+// launch on any stream, blocking or not, reads ones.  (The first call on a device, and a call that needs a
+// larger buffer, allocates and synchronizes the device: make it while no thread is capturing a CUDA graph.)
 const float* unit_scales(std::size_t count) {
   static std::mutex mutex;
   static std::map<int, std::pair<float*, std::size_t>> buffers;  // device -> largest buffer so far

@@ -32,6 +32,13 @@ float to_float(const Format& f, std::uint64_t code) {
 }
 std::uint32_t float_bits(float x) { return std::bit_cast<std::uint32_t>(x); }
 
+// Element (i, j) of C as an f32: the code itself when C is f32 (NaN payloads and all), else its conversion.
+float c_value(const Matrix& c, int i, int j) {
+  const std::uint64_t code = c.at(i, j);
+  if (same_format(*c.format, formats::f32)) return std::bit_cast<float>(static_cast<std::uint32_t>(code));
+  return to_float(*c.format, code);
+}
+
 // An f32 result of GPU arithmetic (FADD / FFMA / FMUL): a NaN result is always the canonical 0x7FFFFFFF there
 // (PTX ISA §9.7.3 "Floating-Point Instructions": "Single-precision instructions return an unspecified NaN";
 // sm_90 returns 0x7FFFFFFF whatever the operands, e.g. for Inf - Inf, where x86 returns 0xFFC00000).
@@ -480,7 +487,7 @@ std::vector<std::uint64_t> accumulate(const Matrix& a, const Matrix& b, const Ma
   std::vector<float> prod(static_cast<std::size_t>(kk));
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
-      const float cv = c ? std::bit_cast<float>(static_cast<std::uint32_t>(c->at(i, j))) : 0.0f;
+      const float cv = c ? c_value(*c, i, j) : 0.0f;
       const float* ar = &fa[static_cast<std::size_t>(i) * kk];
       auto bv = [&](int k) { return fb[static_cast<std::size_t>(k) * n + j]; };
       float acc = cv;
@@ -692,8 +699,10 @@ std::uint32_t fused_sum(const TensorCoreModel& model, std::span<const Term> term
 // ---- the f16_pairs datapath (Hopper FP8 mma.sync) -------------------------------------------------------
 
 // Whether every value of f is an f16 value: at most 11 significant bits, nothing above f16's largest binade
-// 2^15 and nothing below its smallest subnormal 2^-24.  (conformance/gemm/test_mma_sync_model.cpp checks this
-// against the conversion of every code of every format of at most 16 bits.)
+// 2^15 and nothing below its smallest subnormal 2^-24.  Sufficient, not necessary: a few degenerate
+// parametric formats whose values f16 holds (one exponent bit and a wide mantissa) are refused too.
+// (conformance/gemm/test_mma_sync_model.cpp checks it against the conversion of every code of the built-in
+// formats, and that it accepts no parametric format with a value f16 lacks.)
 bool values_in_f16(const Format& f) {
   return f.mantissa_bits <= 10 && f.emax() <= 15 && f.magnitude_exponent(1) >= -24;
 }
@@ -726,6 +735,10 @@ std::uint64_t to_f16(const Format& f, std::uint64_t code) { return convert(f, co
 std::uint32_t f16_pairs_step(const TensorCoreModel& model, const Format& fa, std::span<const std::uint64_t> a,
                              const Format& fb, std::span<const std::uint64_t> b, std::uint32_t c) {
   require_operands(model, fa, fb);
+  if (a.size() != b.size() || a.size() > static_cast<std::size_t>(model.group))
+    throw std::invalid_argument(std::string("model ") + model.name + ": one step takes at most " +
+                                std::to_string(model.group) + " elements of A and as many of B, not " +
+                                std::to_string(a.size()) + " and " + std::to_string(b.size()));
   const TensorCoreModel half = half_step(model);
   std::vector<std::uint64_t> ha(static_cast<std::size_t>(half.group)), hb(ha.size());
   std::uint32_t partial = 0;
@@ -786,22 +799,28 @@ struct FastOperands {
 // padded to `kp` with +0.  `rows_are_k`: B (K x N) rather than A (M x K).
 Matrix pairs_operand(const Matrix& x, int group, int kp, bool rows_are_k) {
   const int kk = rows_are_k ? x.rows : x.cols, other = rows_are_k ? x.cols : x.rows;
-  Matrix r{&formats::f16, rows_are_k ? kp : other, rows_are_k ? other : kp, {}};
-  r.codes.assign(static_cast<std::size_t>(kp) * static_cast<std::size_t>(other), 0);
-  std::uint64_t table[256];  // the conversion of every code of a format of at most 8 bits
-  const bool small = x.format->storage_bits() <= 8;
-  if (small)
-    for (std::uint64_t c = 0; c < 256; ++c) table[c] = x.format->valid_code(c) ? to_f16(*x.format, c) : 0;
+  // source[p]: the K index that lands at position p (-1: padding).
+  std::vector<int> source(static_cast<std::size_t>(kp));
   const int half = group / 2;
   for (int p = 0; p < kp; ++p) {
     const int k = p / group * group + pair_k(p % group % half, p % group / half);
-    if (k >= kk) continue;
-    for (int o = 0; o < other; ++o) {
-      const std::uint64_t code = rows_are_k ? x.at(k, o) : x.at(o, k);
-      const std::uint64_t h = small ? table[code & 0xFF] : to_f16(*x.format, code);
-      r.codes[rows_are_k ? static_cast<std::size_t>(p) * other + o : static_cast<std::size_t>(o) * kp + p] = h;
-    }
+    source[static_cast<std::size_t>(p)] = k < kk ? k : -1;
   }
+  // Codes below 256 through a table (every such code, as to_f16 converts it), others one by one.
+  std::uint64_t table[256];
+  const bool small = x.format->storage_bits() <= 8;
+  if (small)
+    for (std::uint64_t c = 0; c < 256; ++c) table[c] = to_f16(*x.format, c);
+  auto f16 = [&](std::uint64_t code) { return small && code < 256 ? table[code] : to_f16(*x.format, code); };
+  Matrix r{&formats::f16, rows_are_k ? kp : other, rows_are_k ? other : kp, {}};
+  r.codes.assign(static_cast<std::size_t>(kp) * static_cast<std::size_t>(other), 0);
+  std::size_t at = 0;  // r is written in order: B row by row (p outer), A row by row (p inner)
+  for (int outer = 0; outer < (rows_are_k ? kp : other); ++outer)
+    for (int inner = 0; inner < (rows_are_k ? other : kp); ++inner, ++at) {
+      const int p = rows_are_k ? outer : inner, o = rows_are_k ? inner : outer;
+      const int k = source[static_cast<std::size_t>(p)];
+      if (k >= 0) r.codes[at] = f16(rows_are_k ? x.at(k, o) : x.at(o, k));
+    }
   return r;
 }
 
@@ -1173,7 +1192,7 @@ std::vector<std::uint64_t> run_promoted(const TensorCoreModel& inner, int block,
   // acc = fma(s, partial, acc).
   for_each_tile(m, n, [&](int i, int j0, int w, Lanes& l) {
     float acc[kTile];
-    for (int j = 0; j < w; ++j) acc[j] = c ? std::bit_cast<float>(static_cast<std::uint32_t>(c->at(i, j0 + j))) : 0.0f;
+    for (int j = 0; j < w; ++j) acc[j] = c ? c_value(*c, i, j0 + j) : 0.0f;
     for (int lo = 0; lo < kk; lo += block) {
       std::fill(l.code, l.code + w, 0u);
       run_groups(f, i, j0, w, lo / g, std::min(f.groups, (lo + block) / g), l);
@@ -1203,7 +1222,7 @@ std::vector<std::uint64_t> run_block_scaled(const TensorCoreModel& inner, const 
     for_each_tile(m, n, [&](int i, int j0, int w, Lanes& l) {
       float acc[kTile];
       for (int j = 0; j < w; ++j)
-        acc[j] = c ? std::bit_cast<float>(static_cast<std::uint32_t>(c->at(i, j0 + j))) : 0.0f;
+        acc[j] = c ? c_value(*c, i, j0 + j) : 0.0f;
       for (int blk = 0; blk < kb; ++blk) {
         const int lo = blk * 128;
         std::fill(l.code, l.code + w, 0u);
@@ -1223,7 +1242,7 @@ std::vector<std::uint64_t> run_block_scaled(const TensorCoreModel& inner, const 
   std::vector<std::uint64_t> ra(static_cast<std::size_t>(g)), rb(static_cast<std::size_t>(g));
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
-      float acc = c ? std::bit_cast<float>(static_cast<std::uint32_t>(c->at(i, j))) : 0.0f;
+      float acc = c ? c_value(*c, i, j) : 0.0f;
       for (int blk = 0; blk < kb; ++blk) {
         const int lo = blk * 128;
         std::uint32_t partial = 0;

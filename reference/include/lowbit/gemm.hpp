@@ -71,7 +71,8 @@ struct OrderOptions {
   int splits = 4;
   int block = 128;
 };
-// C (optional, f32) starts the accumulator (sequential orders) or is added last (pairwise, split-K).
+// C (optional; f32 codes, or codes of any format, read as their f32 value) starts the accumulator (sequential
+// orders) or is added last (pairwise, split-K).
 std::vector<std::uint64_t> accumulate(const Matrix& a, const Matrix& b, const Matrix* c, const OrderOptions& o);
 
 // ---- bit-accurate tensor-core models (MMA-Sim, arXiv 2511.10909) -----------------------------------
@@ -132,7 +133,8 @@ std::vector<std::uint64_t> run_model(const TensorCoreModel& model, const Matrix&
 
 // DeepSeek-V3 / DeepGEMM promotion: the model inside blocks of `block` elements starting from zero; each
 // block's result promoted into an f32 accumulator with one fp32 FMA, acc = fma(s, partial, acc), where s is
-// the f32 scale factor (1.0f when unscaled).  C (optional) starts the accumulator.
+// the f32 scale factor (1.0f when unscaled).  C (optional; any format, read as its f32 value) starts the
+// accumulator.
 //
 // NaN results of the f32 arithmetic that run_promoted, run_block_scaled, apply_epilogue and quantize_output
 // model are the GPU's canonical NaN 0x7FFFFFFF, whatever the operands (PTX ISA §9.7.3, Floating-Point
