@@ -210,6 +210,16 @@ void fill_tile(Batch& x, int t, const Format& fa, const Format& fb, bool f16acc,
           B(kk, col) = static_cast<std::uint16_t>(random_code(fb, r, 0, r.one_in(4) ? 3 : 0));
       const int e = product_exp(1, 1);
       fill_c(e - 12, e + 2, 2);
+      // C at the bottom of the accumulator too (subnormal codes of f32 / f16, and both zeros), and one row of
+      // A in 8 all zeros of either sign, so that D is C plus an exact zero (-0 + +0 among them): whether a
+      // subnormal C survives and which zero comes out are then the hardware's answer, not the models' alone.
+      const Format& acc = f16acc ? fmts::f16 : fmts::f32;
+      for (int row = 0; row < x.m; ++row) {
+        if (r.one_in(8))
+          for (int kk = 0; kk < kt; ++kk) A(row, kk) = static_cast<std::uint16_t>(fa.encode(r.one_in(2), 0));
+        for (int col = 0; col < x.n; ++col)
+          if (r.one_in(4)) C(row, col) = static_cast<std::uint32_t>(code_of(acc, r.one_in(2), 0, r.bits(acc.mantissa_bits)));
+      }
       break;
     }
     case Regime::ties: {
