@@ -449,9 +449,9 @@ TEST(CutlassFp8Gemm, EqualsTheModelsBitForBit) {
           compare16("promoted bf16", c, run_cutlass<std::uint16_t>(c, dc, dg::Mode::promoted, dg::Out::bf16, 1.0f),
                     promoted_model(c)));
     }
+    const Config swz{1, dg::kMaxSwizzle}, c2{2, dg::kMaxSwizzle};  // the other launch configurations
     // Promotion every 128 on the blockwise mainloop with unit scales: the promoted model again.
     if (bf16_ok && c.k % dg::kScaleBlock == 0) {
-      const Config swz{1, dg::kMaxSwizzle}, c2{2, dg::kMaxSwizzle};
       const dg::Mode pb = dg::Mode::promoted_blockwise;
       add(tallies["cutlass.promoted_blockwise"],
           compare32("promoted_blockwise", c, run_cutlass<std::uint32_t>(c, dc, pb, dg::Out::f32, 1.0f), promoted_model(c)));
@@ -468,7 +468,6 @@ TEST(CutlassFp8Gemm, EqualsTheModelsBitForBit) {
     }
     // The other launch configurations the benchmark measures (e4m3 x e4m3 -> bf16): the same bits.
     if (bf16_ok) {
-      const Config swz{1, dg::kMaxSwizzle}, c2{2, dg::kMaxSwizzle};
       add(tallies["cutlass.fast_accum.bf16" + swz.suffix()],
           compare16("fast_accum bf16 swizzle", c,
                     run_cutlass<std::uint16_t>(c, dc, dg::Mode::fast_accum, dg::Out::bf16, 1.0f, swz), fast_model(c)));
