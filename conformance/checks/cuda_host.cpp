@@ -85,8 +85,8 @@ std::vector<Bound> bind(Recorder& rec) {
   const Profile* cuda = find_profile("cuda");
   for (const Subject& s : subjects) {
     PolicyRequest req;
-    if (s.rounding) req.rounding = parse_rounding(s.rounding);
-    if (s.overflow) req.overflow = parse_overflow(s.overflow);
+    if (s.rounding) req.rounding = parse<Rounding>(s.rounding);
+    if (s.overflow) req.overflow = parse<Overflow>(s.overflow);
     std::string error;
     const Format* to = find_format(s.to);
     const auto r = resolve(cuda, *to, req, error);

@@ -241,8 +241,8 @@ const Case rule_cases[] = {
 // The policy a case names, or an error.
 std::optional<Resolved> policy_of(const Case& c, const Format& to, std::string& error) {
   PolicyRequest req;
-  if (c.rounding) req.rounding = parse_rounding(c.rounding);
-  if (c.overflow) req.overflow = parse_overflow(c.overflow);
+  if (c.rounding) req.rounding = parse<Rounding>(c.rounding);
+  if (c.overflow) req.overflow = parse<Overflow>(c.overflow);
   const Profile* prof = c.profile ? find_profile(c.profile) : nullptr;
   if (c.profile && !prof) {
     error = std::string("unknown profile ") + c.profile;

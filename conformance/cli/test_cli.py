@@ -239,6 +239,20 @@ def test_profiles_lists_all():
     assert [p["name"] for p in j] == PROFILES
 
 
+def test_profiles_json_quirks():
+    # SEMANTICS.md §3: ml_dtypes' ConvertImpl gives the quiet NaN of the input's sign (quiet_signed), numpy's
+    # own half cast keeps the payload (numpy_half_nan), an infinity ignores saturate; CUDA's cvt gives one
+    # positive all-ones NaN; TE keeps the CUDA conversion; OCP has none of the quirks.
+    j = {p["name"]: p["quirks"] for p in json.loads(ok(["profiles", "--json"]))}
+    assert j["ml_dtypes"]["nan_style"] == "quiet_signed"
+    assert j["ml_dtypes"]["nan_to_no_nan"] == "flipped_zero"
+    assert j["ml_dtypes"]["numpy_half_nan"] is True
+    assert j["ml_dtypes"]["infinity_ignores_saturation"] is True
+    assert j["cuda"]["nan_style"] == "positive_all_ones"
+    assert j["ocp"]["nan_style"] == "preserve"
+    assert j["ocp"]["numpy_half_nan"] is False and j["ocp"]["identity_copies"] is False
+
+
 @pytest.fixture(scope="module")
 def diff():
     rows = json.loads(ok(["profiles", "--diff", "--json"]))

@@ -151,13 +151,13 @@ TEST(Profiles, MicroxcalingInt8IsSignMagnitude) {
 TEST(Profiles, ModeNamesRoundTrip) {
   for (Rounding r : {Rounding::rne, Rounding::rna, Rounding::rtz, Rounding::rup, Rounding::rdn, Rounding::rto,
                      Rounding::sr_a, Rounding::sr_b, Rounding::sr_c})
-    EXPECT_EQ(parse_rounding(name(r)), r);
-  EXPECT_EQ(parse_rounding("sr-a"), Rounding::sr_a);
-  EXPECT_FALSE(parse_rounding("nearest"));
-  EXPECT_EQ(parse_overflow("satfinite"), Overflow::satfinite);
-  EXPECT_FALSE(parse_overflow("saturate"));
-  EXPECT_EQ(parse_subnormals("ftz-daz"), Subnormals::ftz_daz);
-  EXPECT_EQ(parse_tininess("before"), Tininess::before);
+    EXPECT_EQ(parse<Rounding>(name(r)), r);
+  EXPECT_EQ(parse<Rounding>("sr-a"), Rounding::sr_a);
+  EXPECT_FALSE(parse<Rounding>("nearest"));
+  EXPECT_EQ(parse<Overflow>("satfinite"), Overflow::satfinite);
+  EXPECT_FALSE(parse<Overflow>("saturate"));
+  EXPECT_EQ(parse<Subnormals>("ftz-daz"), Subnormals::ftz_daz);
+  EXPECT_EQ(parse<Tininess>("before"), Tininess::before);
 }
 
 }  // namespace

@@ -38,8 +38,8 @@ int main(int argc, char** argv) {
       const HwCvtInfo* c = find_hardware_conversion(name);
       if (probe.info.capability() < c->min_capability) continue;
       PolicyRequest req;
-      req.rounding = parse_rounding(c->rounding);
-      if (c->overflow) req.overflow = parse_overflow(c->overflow);
+      req.rounding = parse<Rounding>(c->rounding);
+      if (c->overflow) req.overflow = parse<Overflow>(c->overflow);
       std::string error;
       const auto r = resolve(find_profile("cuda"), *find_format(c->to), req, error);
       if (!r) throw Error(error);

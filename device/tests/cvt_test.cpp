@@ -27,8 +27,8 @@ TEST_P(HardwareCvt, EqualsReferenceOnEveryInput) {
   const Format* to = find_format(cvt.to);
   ASSERT_NE(to, nullptr) << cvt.to;
   PolicyRequest req;
-  req.rounding = parse_rounding(cvt.rounding);
-  if (cvt.overflow) req.overflow = parse_overflow(cvt.overflow);
+  req.rounding = parse<Rounding>(cvt.rounding);
+  if (cvt.overflow) req.overflow = parse<Overflow>(cvt.overflow);
   std::string error;
   const auto resolved = resolve(find_profile("cuda"), *to, req, error);
   ASSERT_TRUE(resolved) << "--profile cuda does not resolve " << cvt.ptx << ": " << error;

@@ -79,9 +79,9 @@ TEST(HardwareConversions, EveryEntryResolvesUnderTheCudaProfile) {
     const Format* to = find_format(c.to);
     ASSERT_NE(to, nullptr) << c.to;
     PolicyRequest req;
-    req.rounding = parse_rounding(c.rounding);
+    req.rounding = parse<Rounding>(c.rounding);
     ASSERT_TRUE(req.rounding) << c.rounding;
-    if (c.overflow) req.overflow = parse_overflow(c.overflow);
+    if (c.overflow) req.overflow = parse<Overflow>(c.overflow);
     std::string error;
     EXPECT_TRUE(resolve(find_profile("cuda"), *to, req, error)) << c.ptx << ": " << error;
     EXPECT_TRUE(c.lanes == 1 || c.lanes == 2);

@@ -48,10 +48,10 @@ int convert(const char* from, const char* to, const lowbit_policy* policy, const
   const lowbit::Profile* prof = lowbit::find_profile(policy->profile ? policy->profile : "");
   if (!f || !t || !prof) return LOWBIT_PLUGIN_UNSUPPORTED;
   lowbit::PolicyRequest req;
-  req.rounding = lowbit::parse_rounding(policy->rounding);
-  req.overflow = lowbit::parse_overflow(policy->overflow);
-  req.subnormals = lowbit::parse_subnormals(policy->subnormals);
-  req.tininess = lowbit::parse_tininess(policy->tininess);
+  req.rounding = lowbit::parse<lowbit::Rounding>(policy->rounding);
+  req.overflow = lowbit::parse<lowbit::Overflow>(policy->overflow);
+  req.subnormals = lowbit::parse<lowbit::Subnormals>(policy->subnormals);
+  req.tininess = lowbit::parse<lowbit::Tininess>(policy->tininess);
   if (!req.rounding || !req.overflow || !req.subnormals || !req.tininess) return LOWBIT_PLUGIN_UNSUPPORTED;
   std::string error;
   const auto resolved = lowbit::resolve(prof, *t, req, error);
@@ -204,7 +204,7 @@ bool options_from(const std::string& recipe, lowbit::scale::Options& so, int& sr
   }
   if (!S::normalize(so).empty()) return false;
   lowbit::PolicyRequest req;
-  if (recipe_value(recipe, "rounding", v) && !(req.rounding = lowbit::parse_rounding(v))) return false;
+  if (recipe_value(recipe, "rounding", v) && !(req.rounding = lowbit::parse<lowbit::Rounding>(v))) return false;
   sr_bits = 0;
   if (recipe_value(recipe, "sr_bits", v) && !positive(v, sr_bits)) return false;
   req.overflow = lowbit::Overflow::satfinite;  // schemes always clamp to the element's range

@@ -175,36 +175,19 @@ const Profile table[] = {
 
 // clang-format on
 
-template <class E, std::size_t N>
-std::optional<E> lookup(std::string_view s, const std::array<const char*, N>& names) {
-  for (std::size_t i = 0; i < N; ++i)
-    if (s == names[i]) return static_cast<E>(i);
-  return std::nullopt;
-}
-constexpr std::array<const char*, 9> rounding_names = {"rne", "rna",  "rtz",  "rup", "rdn",
-                                                       "rto", "sr-a", "sr-b", "sr-c"};
-constexpr std::array<const char*, 3> overflow_names = {"satfinite", "satpropagate", "nosat"};
-constexpr std::array<const char*, 4> subnormal_names = {"keep", "ftz", "daz", "ftz-daz"};
-constexpr std::array<const char*, 2> tininess_names = {"after", "before"};
-
 std::string modes_text(ModeMask m, bool rounding) {
   std::string s;
-  const std::size_t n = rounding ? rounding_names.size() : overflow_names.size();
-  for (std::size_t i = 0; i < n; ++i)
-    if (m & (1u << i)) s += (s.empty() ? "" : ", ") + std::string(rounding ? rounding_names[i] : overflow_names[i]);
+  auto add = [&](auto value) {
+    if (m & bit(value)) s += (s.empty() ? "" : ", ") + std::string(name(value));
+  };
+  if (rounding)
+    for (Rounding r : all<Rounding>()) add(r);
+  else
+    for (Overflow o : all<Overflow>()) add(o);
   return s;
 }
 
 }  // namespace
-
-const char* name(Rounding r) { return rounding_names[static_cast<std::size_t>(r)]; }
-const char* name(Overflow o) { return overflow_names[static_cast<std::size_t>(o)]; }
-const char* name(Subnormals s) { return subnormal_names[static_cast<std::size_t>(s)]; }
-const char* name(Tininess t) { return tininess_names[static_cast<std::size_t>(t)]; }
-std::optional<Rounding> parse_rounding(std::string_view s) { return lookup<Rounding>(s, rounding_names); }
-std::optional<Overflow> parse_overflow(std::string_view s) { return lookup<Overflow>(s, overflow_names); }
-std::optional<Subnormals> parse_subnormals(std::string_view s) { return lookup<Subnormals>(s, subnormal_names); }
-std::optional<Tininess> parse_tininess(std::string_view s) { return lookup<Tininess>(s, tininess_names); }
 
 std::span<const Profile> profiles() { return table; }
 

@@ -235,37 +235,19 @@ json rule_json(const lowbit::TargetRule& r) {
   return j;
 }
 
-const char* quirk_name(lowbit::NanToNoNan q) {
-  switch (q) {
-    case lowbit::NanToNoNan::plus_max: return "plus_max";
-    case lowbit::NanToNoNan::flipped_zero: return "flipped_zero";
-    case lowbit::NanToNoNan::unsupported: return "unsupported";
-  }
-  return "?";
-}
-const char* quirk_name(lowbit::NanStyle q) {
-  return q == lowbit::NanStyle::preserve ? "preserve" : "positive_all_ones";
-}
-const char* quirk_name(lowbit::UnsignedNegative q) {
-  switch (q) {
-    case lowbit::UnsignedNegative::nan: return "nan";
-    case lowbit::UnsignedNegative::magnitude: return "magnitude";
-    case lowbit::UnsignedNegative::nan_unless_saturating: return "nan_unless_saturating";
-  }
-  return "?";
-}
-const char* quirk_name(lowbit::ZeroIntoNoZero q) {
-  return q == lowbit::ZeroIntoNoZero::smallest ? "smallest" : "nan_unless_saturating";
-}
-
 json profile_json(const lowbit::Profile& p) {
   json j;
   j["name"] = p.name;
   j["description"] = p.description;
-  j["quirks"] = {{"nan_to_no_nan", quirk_name(p.quirks.nan_to_no_nan)},
-                 {"nan_style", quirk_name(p.quirks.nan_style)},
-                 {"unsigned_negative", quirk_name(p.quirks.unsigned_negative)},
-                 {"zero_into_no_zero", quirk_name(p.quirks.zero_into_no_zero)}};
+  const lowbit::Quirks& q = p.quirks;
+  j["quirks"] = {{"nan_to_no_nan", lowbit::name(q.nan_to_no_nan)},
+                 {"nan_style", lowbit::name(q.nan_style)},
+                 {"unsigned_negative", lowbit::name(q.unsigned_negative)},
+                 {"zero_into_no_zero", lowbit::name(q.zero_into_no_zero)},
+                 {"numpy_half_nan", q.numpy_half_nan},
+                 {"identity_copies", q.identity_copies},
+                 {"nozero_lowest_binade_rounds_up", q.nozero_lowest_binade_rounds_up},
+                 {"infinity_ignores_saturation", q.infinity_ignores_saturation}};
   j["int8_sign_magnitude"] = p.int8_sign_magnitude;
   j["targets"] = json::array();
   for (const lowbit::TargetRule& r : p.targets) j["targets"].push_back(rule_json(r));
@@ -530,20 +512,20 @@ void run_convert(const ConvertOptions& o) {
 
   lowbit::PolicyRequest req;
   if (!o.rounding.empty()) {
-    req.rounding = lowbit::parse_rounding(o.rounding);
+    req.rounding = lowbit::parse<lowbit::Rounding>(o.rounding);
     if (!req.rounding)
       throw UsageError{"--rounding: unknown rounding mode '" + o.rounding + "' (rne, rna, rtz, rup, rdn, rto, sr-a, sr-b, sr-c)"};
   }
   if (!o.overflow.empty()) {
-    req.overflow = lowbit::parse_overflow(o.overflow);
+    req.overflow = lowbit::parse<lowbit::Overflow>(o.overflow);
     if (!req.overflow) throw UsageError{"--overflow: unknown overflow mode '" + o.overflow + "' (satfinite, satpropagate, nosat)"};
   }
   if (!o.subnormals.empty()) {
-    req.subnormals = lowbit::parse_subnormals(o.subnormals);
+    req.subnormals = lowbit::parse<lowbit::Subnormals>(o.subnormals);
     if (!req.subnormals) throw UsageError{"--subnormals: unknown mode '" + o.subnormals + "' (keep, ftz, daz, ftz-daz)"};
   }
   if (!o.tininess.empty()) {
-    req.tininess = lowbit::parse_tininess(o.tininess);
+    req.tininess = lowbit::parse<lowbit::Tininess>(o.tininess);
     if (!req.tininess) throw UsageError{"--tininess: unknown value '" + o.tininess + "' (after, before)"};
   }
   const lowbit::Profile* profile = nullptr;

@@ -178,7 +178,7 @@ S::Options build_options(const QuantizeOptions& o, std::string& profile_name) {
   // The element policy: the profile's rounding and quirks; schemes always clamp to the element's range.
   PolicyRequest req;
   if (!o.rounding.empty()) {
-    req.rounding = parse_rounding(o.rounding);
+    req.rounding = parse<Rounding>(o.rounding);
     if (!req.rounding) throw InputError("--rounding: unknown rounding mode '" + o.rounding + "'");
   }
   req.overflow = Overflow::satfinite;

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "lowbit/hd.hpp"
+#include "lowbit/named.hpp"
 
 namespace lowbit {
 
@@ -19,6 +20,18 @@ enum class Rounding : std::uint8_t {
   sr_b,  // P3109 StochasticB (gfloat StochasticFast):    floor(rem*2^(N+1)) + 2R + 1 >= 2^(N+1)
   sr_c,  // P3109 StochasticC (gfloat Stochastic):        rne(rem*2^N) + R >= 2^N
 };
+inline constexpr Named<Rounding> rounding_names[] = {
+    {Rounding::rne, "rne", "round to nearest, ties to even"},
+    {Rounding::rna, "rna", "round to nearest, ties away from zero"},
+    {Rounding::rtz, "rtz", "toward zero"},
+    {Rounding::rup, "rup", "toward +inf"},
+    {Rounding::rdn, "rdn", "toward -inf"},
+    {Rounding::rto, "rto", "to odd"},
+    {Rounding::sr_a, "sr-a", "stochastic, P3109 StochasticA"},
+    {Rounding::sr_b, "sr-b", "stochastic, P3109 StochasticB"},
+    {Rounding::sr_c, "sr-c", "stochastic, P3109 StochasticC"},
+};
+constexpr const auto& names_of(Rounding) { return rounding_names; }
 LOWBIT_HD constexpr bool is_stochastic(Rounding r) {
   return r == Rounding::sr_a || r == Rounding::sr_b || r == Rounding::sr_c;
 }
@@ -28,6 +41,12 @@ enum class Overflow : std::uint8_t {
   satpropagate,  // clamp finite overflow to ±max; ±Inf stays ±Inf where the format has it (P3109 SatPropagate)
   nosat,         // IEEE 754 §7.4 rules by rounding direction
 };
+inline constexpr Named<Overflow> overflow_names[] = {
+    {Overflow::satfinite, "satfinite", "clamp to +-max, infinities included"},
+    {Overflow::satpropagate, "satpropagate", "clamp finite overflow to +-max, infinities stay"},
+    {Overflow::nosat, "nosat", "IEEE 754 overflow by rounding direction"},
+};
+constexpr const auto& names_of(Overflow) { return overflow_names; }
 
 enum class Subnormals : std::uint8_t {
   keep,
@@ -35,12 +54,24 @@ enum class Subnormals : std::uint8_t {
   daz,      // subnormal inputs read as signed zero
   ftz_daz,  // both
 };
+inline constexpr Named<Subnormals> subnormal_names[] = {
+    {Subnormals::keep, "keep", "subnormal inputs and results kept"},
+    {Subnormals::ftz, "ftz", "tiny results flush to signed zero"},
+    {Subnormals::daz, "daz", "subnormal inputs read as signed zero"},
+    {Subnormals::ftz_daz, "ftz-daz", "both"},
+};
+constexpr const auto& names_of(Subnormals) { return subnormal_names; }
 LOWBIT_HD constexpr bool flushes_results(Subnormals s) { return s == Subnormals::ftz || s == Subnormals::ftz_daz; }
 LOWBIT_HD constexpr bool flushes_inputs(Subnormals s) { return s == Subnormals::daz || s == Subnormals::ftz_daz; }
 
 // When a result is "tiny" (IEEE 754 §7.5): after rounding to the format's precision with an unbounded
 // exponent (x86's choice and the default), or before rounding (Arm's).
 enum class Tininess : std::uint8_t { after, before };
+inline constexpr Named<Tininess> tininess_names[] = {
+    {Tininess::after, "after", "tiny after rounding (x86)"},
+    {Tininess::before, "before", "tiny before rounding (Arm)"},
+};
+constexpr const auto& names_of(Tininess) { return tininess_names; }
 
 // Status flags as a TestFloat-style mask (the file format uses these values).
 namespace flag {
@@ -62,23 +93,46 @@ enum class NanToNoNan : std::uint8_t {
   flipped_zero,  // the zero code whose sign is the NaN's sign flipped (ml_dtypes' float4/float6)
   unsupported,   // no defined result (LLVM APFloat asserts)
 };
+inline constexpr Named<NanToNoNan> nan_to_no_nan_names[] = {
+    {NanToNoNan::plus_max, "plus_max"},
+    {NanToNoNan::flipped_zero, "flipped_zero"},
+    {NanToNoNan::unsupported, "unsupported"},
+};
+constexpr const auto& names_of(NanToNoNan) { return nan_to_no_nan_names; }
 // NaN into a format that has NaN.
 enum class NanStyle : std::uint8_t {
   preserve,           // keep the sign and the top payload bits, set the quiet bit (IEEE 754 §6.2.3)
   positive_all_ones,  // one canonical positive NaN with every mantissa bit set (CUDA: 0x7FFF, 0x7F)
   quiet_signed,       // the quiet NaN of the input's sign, payload dropped (ml_dtypes' ConvertImpl)
 };
+inline constexpr Named<NanStyle> nan_style_names[] = {
+    {NanStyle::preserve, "preserve"},
+    {NanStyle::positive_all_ones, "positive_all_ones"},
+    {NanStyle::quiet_signed, "quiet_signed"},
+};
+constexpr const auto& names_of(NanStyle) { return nan_style_names; }
 // A negative value (not -0) into an unsigned format.
 enum class UnsignedNegative : std::uint8_t {
   nan,                    // NaN with invalid (built-in default)
   magnitude,              // the sign is ignored (CUDA's e8m0 conversion)
   nan_unless_saturating,  // NaN, or the smallest value under satfinite (ml_dtypes' float8_e8m0fnu)
 };
+inline constexpr Named<UnsignedNegative> unsigned_negative_names[] = {
+    {UnsignedNegative::nan, "nan"},
+    {UnsignedNegative::magnitude, "magnitude"},
+    {UnsignedNegative::nan_unless_saturating, "nan_unless_saturating"},
+};
+constexpr const auto& names_of(UnsignedNegative) { return unsigned_negative_names; }
 // Zero into a format without zero (e8m0).
 enum class ZeroIntoNoZero : std::uint8_t {
   smallest,               // the smallest value, 2^-127 (built-in default; CUDA)
   nan_unless_saturating,  // NaN, or the smallest value under satfinite (ml_dtypes)
 };
+inline constexpr Named<ZeroIntoNoZero> zero_into_no_zero_names[] = {
+    {ZeroIntoNoZero::smallest, "smallest"},
+    {ZeroIntoNoZero::nan_unless_saturating, "nan_unless_saturating"},
+};
+constexpr const auto& names_of(ZeroIntoNoZero) { return zero_into_no_zero_names; }
 
 struct Quirks {
   NanToNoNan nan_to_no_nan = NanToNoNan::plus_max;

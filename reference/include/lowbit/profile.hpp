@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "lowbit/format.hpp"
+#include "lowbit/names.hpp"
 #include "lowbit/policy.hpp"
 
 namespace lowbit {
@@ -15,9 +16,22 @@ namespace lowbit {
 using ModeMask = unsigned;
 constexpr ModeMask bit(Rounding r) { return 1u << static_cast<unsigned>(r); }
 constexpr ModeMask bit(Overflow o) { return 1u << static_cast<unsigned>(o); }
-inline constexpr ModeMask all_roundings = 0x1FF;
-inline constexpr ModeMask deterministic_roundings = 0x3F;
-inline constexpr ModeMask all_overflows = 0x7;
+inline constexpr ModeMask all_roundings = [] {
+  ModeMask m = 0;
+  for (Rounding r : all<Rounding>()) m |= bit(r);
+  return m;
+}();
+inline constexpr ModeMask deterministic_roundings = [] {
+  ModeMask m = 0;
+  for (Rounding r : all<Rounding>())
+    if (!is_stochastic(r)) m |= bit(r);
+  return m;
+}();
+inline constexpr ModeMask all_overflows = [] {
+  ModeMask m = 0;
+  for (Overflow o : all<Overflow>()) m |= bit(o);
+  return m;
+}();
 
 // What one implementation offers for one target format.
 struct TargetRule {
@@ -65,14 +79,7 @@ struct Resolved {
 std::optional<Resolved> resolve(const Profile* profile, const Format& target, const PolicyRequest& request,
                                 std::string& error);
 
-// Names of the enum values, as the command line spells them.
-const char* name(Rounding r);
-const char* name(Overflow o);
-const char* name(Subnormals s);
-const char* name(Tininess t);
-std::optional<Rounding> parse_rounding(std::string_view s);
-std::optional<Overflow> parse_overflow(std::string_view s);
-std::optional<Subnormals> parse_subnormals(std::string_view s);
-std::optional<Tininess> parse_tininess(std::string_view s);
+// Names of the enum values, as the command line spells them: lowbit::name(v) and lowbit::parse<E>(s)
+// (names.hpp) over the tables in policy.hpp.
 
 }  // namespace lowbit
