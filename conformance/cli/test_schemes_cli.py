@@ -360,6 +360,34 @@ def test_gemm_list_models():
         assert n in names
 
 
+def test_gemm_list_models_json():
+    rc, out, err = run(["gemm", "--list-models", "--json"])
+    assert rc == 0, err
+    rows = json.loads(out)
+    rc, out, err = run(["gemm", "--list-models"])
+    text = [line.split("\t")[0] for line in out.splitlines()]
+    assert [r["name"] for r in rows] == text
+    by = {r["name"]: r for r in rows}
+    # The instruction's own operands (PTX ISA: wgmma .e4m3/.e5m2), no conversion in front of wgmma.
+    assert by["hopper-fp8"]["operands"] == ["e4m3", "e5m2"] and by["hopper-fp8"]["converts_exactly"] is False
+    assert by["hopper-fp8"]["model"]["group"] == 32 and by["hopper-fp8"]["model"]["fraction_bits"] == 13
+    assert by["hopper-bf16"]["operands"] == ["bf16"] and by["hopper-bf16"]["converts_exactly"] is True
+    assert by["hopper-fp8-promote128"]["kind"] == "promoted" and by["hopper-fp8-promote128"]["interval"] == 128
+    assert by["blackwell-mxf4nvf4"]["scales"] == "k-blocks"
+    fails(["gemm", "--json"], "", "--json")
+
+
+def test_gemm_refuses_operands_and_scales_the_procedure_does_not_take():
+    # hopper-fp8 is wgmma's FP8 instruction: bf16 operands are refused, naming the operand and what it takes.
+    bf = {"m": 1, "n": 1, "k": 1, "a_format": "bf16", "b_format": "bf16", "a": ["0x3f80"], "b": ["0x3f80"]}
+    fails(["gemm", "--model", "hopper-fp8", "--a", "-", "--out", "-"], json.dumps(bf), '"a_format"', "e4m3, e5m2", "bf16")
+    # hopper-bf16 converts narrower formats exactly: e4m3 1.0 * 1.0 = 1.0.
+    assert gemm("hopper-bf16", {**CANCEL, "k": 1, "a": ["0x38"], "b": ["0x38"]}) == {"d": ["0x3f800000"]}
+    # Block scales for a model that has none are refused, not ignored.
+    fails(["gemm", "--model", "hopper-fp8", "--a", "-", "--out", "-"],
+          json.dumps({**CANCEL, "a_scales": ["0x7f"], "b_scales": ["0x7f"]}), '"a_scales"', "no block scales")
+
+
 @pytest.mark.parametrize("obj,names", [
     ({"m": 1, "n": 1, "k": 2, "a": ["0x38"], "b": ["0x38", "0x38"]}, ['"a"', "expected 2"]),
     ({"n": 1, "k": 1, "a": ["0x38"], "b": ["0x38"]}, ['"m"']),

@@ -47,6 +47,7 @@
 #include "lowbit/convert.hpp"
 #include "lowbit/exact.hpp"
 #include "lowbit/gemm.hpp"
+#include "lowbit/procedure.hpp"
 #include "lowbit/io.hpp"
 #include "lowbit/profile.hpp"
 #include "lowbit/profile_diff.hpp"
@@ -478,17 +479,6 @@ GemmErrors gemm_errors(const std::vector<std::uint64_t>& d, bool f16_out, const 
   return e;
 }
 
-// Models in `lowbit gemm --list-models` order: the exact reference, the f32 orders and promotion
-// (gemm_cmd.cpp), then gemm::models().
-const char* const extra_model_names[] = {"exact",
-                                         "f32-sequential",
-                                         "f32-fma",
-                                         "f32-pairwise",
-                                         "f32-splitk4",
-                                         "f32-blocked128",
-                                         "hopper-fp8-promote128",
-                                         "hopper-fp8-blockscaled"};
-
 struct GemmPlan {
   std::vector<int> ks;
   std::vector<std::string> models;  // every model evaluated at every k of `ks`
@@ -497,15 +487,17 @@ struct GemmPlan {
 };
 
 json gemm_section(bool quick, json& skipped, json& experiment) {
+  // Every procedure in `lowbit gemm --list-models` order, and the ones this experiment cannot run, with why.
   std::vector<std::string> all;
-  for (const char* m : extra_model_names) all.push_back(m);
-  for (const auto& m : gemm::models()) all.push_back(m.name);
-  // Models this experiment cannot run, and why.
   std::map<std::string, std::string> why_not;
-  why_not["exact"] = "the reference itself (its error is zero by definition)";
-  for (const auto& m : gemm::models())
-    if (m.scale == gemm::BlockScale::per_16)
-      why_not[m.name] = "takes FP4 operands with per-16 block scales; this experiment's operands are e4m3";
+  for (const gemm::Procedure& p : gemm::procedures()) {
+    all.push_back(p.name);
+    if (p.kind == gemm::Kind::exact) why_not[p.name] = "the reference itself (its error is zero by definition)";
+    else if (p.model && p.model->scale == gemm::BlockScale::per_16)
+      why_not[p.name] = "takes FP4 operands with per-16 block scales; this experiment's operands are e4m3";
+    else if (!gemm::takes(p, F::e4m3))
+      why_not[p.name] = "takes " + gemm::operand_text(p) + "; this experiment's operands are e4m3";
+  }
   std::vector<int> ks;
   for (int k = 64; k <= 16384; k *= 2) ks.push_back(k);
   // --quick: the two models the experiment is about, the plain f32 order and the other FP8 tensor cores (the
@@ -545,7 +537,6 @@ json gemm_section(bool quick, json& skipped, json& experiment) {
   for (const std::string& m : all)
     if (why_not.count(m)) skipped.push_back({{"model", m}, {"why", why_not[m]}});
 
-  const gemm::TensorCoreModel& hopper = *gemm::find_model("hopper-fp8");
   json rows = json::array();
   std::map<std::string, std::vector<json>> by_model;
   std::map<std::string, std::pair<std::vector<int>, bool>> overflowed;  // K list, f16 output
@@ -555,37 +546,21 @@ json gemm_section(bool quick, json& skipped, json& experiment) {
     const gemm::Matrix b{&F::e4m3, k, 64, quantized_normal(k * 64, seed)};
     const std::vector<std::uint64_t> ref = gemm::exact(a, b, nullptr);
     for (const std::string& name : run_models) {
-      std::vector<std::uint64_t> d;
-      bool f16_out = false;
-      auto order = [&](gemm::Order o) {
-        gemm::OrderOptions oo;
-        oo.order = o;
-        return gemm::accumulate(a, b, nullptr, oo);
-      };
-      if (name == "f32-sequential") d = order(gemm::Order::sequential);
-      else if (name == "f32-fma") d = order(gemm::Order::sequential_fma);
-      else if (name == "f32-pairwise") d = order(gemm::Order::pairwise);
-      else if (name == "f32-splitk4") d = order(gemm::Order::split_k);
-      else if (name == "f32-blocked128") d = order(gemm::Order::blocked);
-      else if (name == "hopper-fp8-promote128") d = gemm::run_promoted(hopper, 128, a, b, nullptr);
-      else if (name == "hopper-fp8-blockscaled") {
-        const int kb = (k + 127) / 128;
-        const gemm::Matrix as{&F::f32, 64, kb,
-                              std::vector<std::uint64_t>(static_cast<std::size_t>(64 * kb), 0x3F800000u)};
-        const gemm::Matrix bs{&F::f32, kb, 1, std::vector<std::uint64_t>(static_cast<std::size_t>(kb), 0x3F800000u)};
-        d = gemm::run_block_scaled(hopper, a, b, as, bs, nullptr);
-      } else {
-        const gemm::TensorCoreModel& tc = *gemm::find_model(name);
-        f16_out = tc.output == gemm::Output::f16_rne;
-        if (tc.scale == gemm::BlockScale::per_instruction) {
-          const int kb = (k + tc.scale_block - 1) / tc.scale_block;
-          const gemm::Matrix as{&F::e8m0, 64, kb, std::vector<std::uint64_t>(static_cast<std::size_t>(64 * kb), 0x7F)};
-          const gemm::Matrix bs{&F::e8m0, kb, 64, std::vector<std::uint64_t>(static_cast<std::size_t>(kb * 64), 0x7F)};
-          d = gemm::run_model(tc, a, b, nullptr, &as, &bs);
-        } else {
-          d = gemm::run_model(tc, a, b, nullptr);
-        }
+      const gemm::Procedure& p = *gemm::find_procedure(name);
+      // Block scales of 1 where the procedure reads scales (the experiment is scaled per tensor).
+      gemm::Operands ops{.a = &a, .b = &b};
+      gemm::Matrix as, bs;
+      if (p.scales == gemm::ScaleLayout::per_k_block || p.scales == gemm::ScaleLayout::deepgemm_1x128) {
+        const gemm::ScaleShape sh = gemm::scale_shape(p, 64, 64, k, nullptr, 0);
+        const std::uint64_t unit = convert(F::f32, 0x3F800000u, *sh.format, Policy{}).code;
+        as = {sh.format, sh.a_rows, sh.a_cols, std::vector<std::uint64_t>(static_cast<std::size_t>(sh.a_rows) * sh.a_cols, unit)};
+        bs = {sh.format, sh.b_rows, sh.b_cols, std::vector<std::uint64_t>(static_cast<std::size_t>(sh.b_rows) * sh.b_cols, unit)};
+        ops.a_scales = &as;
+        ops.b_scales = &bs;
       }
+      const gemm::RunResult r = gemm::run(p, ops);
+      const std::vector<std::uint64_t>& d = r.d;
+      const bool f16_out = same_format(*r.format, F::f16);
       const GemmErrors e = gemm_errors(d, f16_out, ref);
       if (!e.finite) {
         overflowed[name].first.push_back(k);
