@@ -134,12 +134,19 @@ std::vector<const Format*> sweep_targets() {
   return v;
 }
 
+std::vector<Rounding> deterministic_modes() {
+  std::vector<Rounding> v;
+  for (Rounding r : all<Rounding>())
+    if (!is_stochastic(r)) v.push_back(r);
+  return v;
+}
+
 std::vector<Policy> deterministic_policies() {
   std::vector<Policy> v;
-  for (Rounding r : deterministic_modes)
-    for (Overflow o : overflow_modes)
-      for (Subnormals s : subnormal_modes)
-        for (Tininess t : tininess_rules) {
+  for (Rounding r : deterministic_modes())
+    for (Overflow o : all<Overflow>())
+      for (Subnormals s : all<Subnormals>())
+        for (Tininess t : all<Tininess>()) {
           Policy p;
           p.rounding = r;
           p.overflow = o;

@@ -11,6 +11,7 @@
 
 #include "checks.hpp"
 #include "lowbit/format.hpp"
+#include "lowbit/names.hpp"
 #include "lowbit/policy.hpp"
 
 namespace lowbit::checks {
@@ -70,14 +71,11 @@ std::vector<const Format*> extra_formats();
 // (formats without zero also get 0 and half their smallest value); both signs; exact doubles.
 std::vector<double> midpoint_points(const Format& t);
 
-// Every deterministic policy: 6 roundings x 3 overflow modes x 4 subnormal modes x 2 tininess rules.
+// Every deterministic policy: each non-stochastic rounding x each overflow mode x each subnormal mode x each
+// tininess rule (the enums' name tables, names.hpp).
 std::vector<Policy> deterministic_policies();
-inline constexpr Rounding deterministic_modes[] = {Rounding::rne, Rounding::rna, Rounding::rtz,
-                                                  Rounding::rup, Rounding::rdn, Rounding::rto};
-inline constexpr Overflow overflow_modes[] = {Overflow::satfinite, Overflow::satpropagate, Overflow::nosat};
-inline constexpr Subnormals subnormal_modes[] = {Subnormals::keep, Subnormals::ftz, Subnormals::daz,
-                                                 Subnormals::ftz_daz};
-inline constexpr Tininess tininess_rules[] = {Tininess::after, Tininess::before};
+// The deterministic roundings (rne, rna, rtz, rup, rdn, rto), in table order.
+std::vector<Rounding> deterministic_modes();
 
 // Parallel loop over [0, n) in chunks (oneTBB); `body(begin, end)`.
 void parallel_chunks(std::uint64_t n, std::uint64_t grain, const std::function<void(std::uint64_t, std::uint64_t)>& body);

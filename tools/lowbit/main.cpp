@@ -218,9 +218,13 @@ void run_formats(bool as_json) {
 
 std::vector<std::string> mode_names(lowbit::ModeMask m, bool rounding) {
   std::vector<std::string> out;
-  for (unsigned i = 0; i < (rounding ? 9u : 3u); ++i)
-    if (m & (1u << i))
-      out.push_back(rounding ? lowbit::name(static_cast<lowbit::Rounding>(i)) : lowbit::name(static_cast<lowbit::Overflow>(i)));
+  if (rounding) {
+    for (lowbit::Rounding r : lowbit::all<lowbit::Rounding>())
+      if (m & lowbit::bit(r)) out.push_back(lowbit::name(r));
+  } else {
+    for (lowbit::Overflow o : lowbit::all<lowbit::Overflow>())
+      if (m & lowbit::bit(o)) out.push_back(lowbit::name(o));
+  }
   return out;
 }
 

@@ -144,17 +144,20 @@ struct PolicyChoice {
 std::vector<PolicyChoice> policies_of(const Profile& p, const TargetChoice& t) {
   std::set<PolicyChoice> set;
   std::vector<Rounding> bases;
+  // Deterministic roundings only: a stochastic case needs its random bits, which these suites do not carry.
+  auto deterministic = [&](Rounding r) { return (t.roundings & bit(r)) && !is_stochastic(r); };
   if (t.default_rounding) bases.push_back(*t.default_rounding);
   else
-    for (unsigned i = 0; i < 6; ++i)
-      if (t.roundings & (1u << i)) bases.push_back(static_cast<Rounding>(i));
+    for (Rounding r : all<Rounding>())
+      if (deterministic(r)) bases.push_back(r);
   for (Rounding base : bases) {
-    for (unsigned i = 0; i < 6; ++i)
-      if (t.roundings & (1u << i)) set.insert({static_cast<Rounding>(i), t.default_overflow});
-    for (unsigned i = 0; i < 3; ++i)
-      if (t.overflows & (1u << i)) set.insert({base, static_cast<Overflow>(i)});
-    for (unsigned i = 1; i < 4; ++i)
-      if (p.subnormal_modes & (1u << i)) set.insert({base, t.default_overflow, static_cast<Subnormals>(i)});
+    for (Rounding r : all<Rounding>())
+      if (deterministic(r)) set.insert({r, t.default_overflow});
+    for (Overflow o : all<Overflow>())
+      if (t.overflows & bit(o)) set.insert({base, o});
+    for (Subnormals m : all<Subnormals>())
+      if (m != Subnormals::keep && (p.subnormal_modes & (1u << static_cast<unsigned>(m))))
+        set.insert({base, t.default_overflow, m});
     if (p.tininess_choice) set.insert({base, t.default_overflow, Subnormals::keep, Tininess::before});
   }
   return {set.begin(), set.end()};
