@@ -9,6 +9,7 @@
 
 #include "lowbit/format.hpp"
 #include "lowbit/names.hpp"
+#include "lowbit/text.hpp"
 #include "lowbit/policy.hpp"
 #include "lowbit/registry.hpp"
 
@@ -70,11 +71,7 @@ inline std::uint32_t draw_rbits(FuzzedDataProvider& in, const Policy& p) {
   std::abort();
 }
 
-inline std::string hex(std::uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
+inline std::string hex(std::uint64_t v) { return lowbit::hex(v, 1); }
 
 inline std::string policy_text(const Policy& p) {
   const Quirks& q = p.quirks;

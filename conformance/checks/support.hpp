@@ -13,6 +13,7 @@
 #include "lowbit/format.hpp"
 #include "lowbit/names.hpp"
 #include "lowbit/policy.hpp"
+#include "lowbit/text.hpp"
 
 namespace lowbit::checks {
 
@@ -48,11 +49,7 @@ class Ticker {
   std::mutex mutex_;
 };
 
-// "rne satfinite keep after" (+ " sr-bits N" for the stochastic modes).
-std::string policy_text(const Policy& p);
-// "0x7e (448)".
-std::string code_and_value(const Format& f, std::uint64_t code);
-std::string flags_text(std::uint8_t flags);
+// policy_text, code_and_value, flags_text: lowbit/text.hpp.
 std::string result_text(const Format& f, const Result& r);
 // One mismatch of a conversion from a code: "<from> 0x.. (v) -> <to> [<policy>]: expected ..., actual ...".
 std::string describe(const Format& from, std::uint64_t code, const Format& to, const Policy& p,

@@ -1,7 +1,7 @@
 // `lowbit report [--out DIR] [--quick] [--input FILE.npy|FILE.safetensors] [--device-runs DIR] [--json-only]`:
 // the accuracy report.
 //
-// Computes DIR/report.json here (every number deterministic: in-house generators, report_random.hpp, and
+// Computes DIR/report.json here (every number deterministic: in-house generators, lowbit/rng.hpp, and
 // the library's exact machinery), then runs tools/report/render.py, which draws the figures with
 // matplotlib and writes DIR/report.md, DIR/index.html (self-contained: figures embedded as data: URIs)
 // and DIR/figures/*.png.  Every file is written to a temporary name and renamed into place.
@@ -54,7 +54,7 @@
 #include "lowbit/registry.hpp"
 #include "lowbit/scale.hpp"
 #include "quantize_common.hpp"
-#include "report_random.hpp"
+#include "lowbit/rng.hpp"
 
 #ifndef LOWBIT_VERSION
 #define LOWBIT_VERSION "0.0.0"
@@ -92,7 +92,7 @@ json num(double x) {
 }
 
 // 10 log10(x) through the deterministic logarithm.
-double db(double x) { return 10.0 * report::det_log(x) / 2.30258509299404568402; }
+double db(double x) { return 10.0 * rng::det_log(x) / 2.30258509299404568402; }
 
 // The value of every code of a format of at most 16 bits, as a double (exact: every such value is one).
 std::vector<double> decode_table(const Format& f) {
@@ -126,18 +126,18 @@ S::Tensor make_tensor(const std::string& name, int rows, int cols, std::uint64_t
     for (float& v : t.data) v = static_cast<float>(draw());
   };
   if (name == "gaussian") {
-    fill([&] { return report::normal(s); });
+    fill([&] { return rng::normal(s); });
   } else if (name == "laplace") {
-    fill([&] { return report::laplace(s); });
+    fill([&] { return rng::laplace(s); });
   } else if (name == "student-t3") {
-    fill([&] { return report::student_t3(s); });
+    fill([&] { return rng::student_t3(s); });
   } else if (name == "log-uniform") {
-    fill([&] { return report::log_uniform(s, -24.0, 8.0); });
+    fill([&] { return rng::log_uniform(s, -24.0, 8.0); });
   } else if (name == "llm-activations") {
     // Tokens x channels: N(0,1), and 6 distinct outlier channels (drawn from the stream) scaled by 100.
     std::vector<bool> outlier(static_cast<std::size_t>(cols), false);
     for (int picked = 0; picked < std::min(6, cols);) {
-      const auto c = static_cast<std::size_t>(report::splitmix(s) % static_cast<std::uint64_t>(cols));
+      const auto c = static_cast<std::size_t>(rng::splitmix(s) % static_cast<std::uint64_t>(cols));
       if (!outlier[c]) {
         outlier[c] = true;
         ++picked;
@@ -145,7 +145,7 @@ S::Tensor make_tensor(const std::string& name, int rows, int cols, std::uint64_t
     }
     for (int r = 0; r < rows; ++r)
       for (int c = 0; c < cols; ++c) {
-        const double v = report::normal(s) * (outlier[static_cast<std::size_t>(c)] ? 100.0 : 1.0);
+        const double v = rng::normal(s) * (outlier[static_cast<std::size_t>(c)] ? 100.0 : 1.0);
         t.data[static_cast<std::size_t>(r) * cols + c] = static_cast<float>(v);
       }
   } else if (name == "weight-like") {
@@ -153,9 +153,9 @@ S::Tensor make_tensor(const std::string& name, int rows, int cols, std::uint64_t
     // [-1, 1) (a fan-in initialisation whose rows drifted apart by up to 2x either way in training).
     const double inv = 1.0 / std::sqrt(static_cast<double>(cols));
     for (int r = 0; r < rows; ++r) {
-      const double sigma = report::det_exp2(2.0 * report::uniform_open(s) - 1.0) * inv;
+      const double sigma = rng::det_exp2(2.0 * rng::uniform_open(s) - 1.0) * inv;
       for (int c = 0; c < cols; ++c)
-        t.data[static_cast<std::size_t>(r) * cols + c] = static_cast<float>(report::normal(s) * sigma);
+        t.data[static_cast<std::size_t>(r) * cols + c] = static_cast<float>(rng::normal(s) * sigma);
     }
   }
   return t;
@@ -423,14 +423,14 @@ json config_json(const Config& c) {
 // ---- GEMM error against K -----------------------------------------------------------------------------
 // The fixed experiment of conformance/gemm/test_exact.cpp ("the DeepSeek-V3 experiment"), generated
 // exactly as that test does so that the numbers agree with it and with README.md: M = N = 64, for each K a
-// fresh splitmix64 stream from seed 1, N(0,1) samples by report::normal (Marsaglia's polar method with
+// fresh splitmix64 stream from seed 1, N(0,1) samples by rng::normal (Marsaglia's polar method with
 // lowbit's own logarithm: the same inputs on every platform), A (64 x K) then B (K x 64),
 // each quantized per tensor to e4m3: scale = fp32(448 / amax), code = e4m3(rne, satfinite)(fp32(x * scale)).
 // The errors are measured on the codes' products (the scales multiply D and D_exact alike).
 
 std::vector<std::uint64_t> quantized_normal(int n, std::uint64_t& seed) {
   std::vector<float> x(static_cast<std::size_t>(n));
-  for (float& v : x) v = static_cast<float>(report::normal(seed));
+  for (float& v : x) v = static_cast<float>(rng::normal(seed));
   float amax = 0;
   for (float v : x) amax = std::max(amax, std::fabs(v));
   const float scale = 448.0f / amax;
@@ -814,14 +814,14 @@ void run_report(const ReportOptions& o) {
   report["provenance"] = {
       {"lowbit_version", LOWBIT_VERSION},
       {"synthetic",
-       "splitmix64 streams with lowbit's own deterministic log and exp (tools/lowbit/report_random.hpp): "
+       "splitmix64 streams with lowbit's own deterministic log and exp (reference/include/lowbit/rng.hpp): "
        "the same tensors on every platform; distribution i (1, 2, ... in list order) draws from seed " +
            std::to_string(base_seed) + " + 1000 i (\"seed\" of each distribution), delayed scaling's previous "
            "step from that seed + 1"},
       {"synthetic_base_seed", base_seed},
       {"gemm",
        "seed 1, a fresh splitmix64 stream per K; normal samples by the polar method with lowbit's own "
-       "logarithm (tools/lowbit/report_random.hpp), as conformance/gemm/test_exact.cpp draws them"},
+       "logarithm (reference/include/lowbit/rng.hpp), as conformance/gemm/test_exact.cpp draws them"},
       {"gemm_seed", 1},
       {"profile_differences", "lowbit's profile tables, as `lowbit profiles --diff --json` prints them"},
       {"run_dependent", "only \"run\" (date and seconds) differs from run to run"}};

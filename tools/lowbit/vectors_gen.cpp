@@ -15,6 +15,7 @@
 
 #include "cli_util.hpp"
 #include "lowbit/convert.hpp"
+#include "lowbit/text.hpp"
 #include "lowbit/gemm.hpp"
 #include "lowbit/procedure.hpp"
 #include "lowbit/io.hpp"
@@ -22,7 +23,7 @@
 #include "lowbit/registry.hpp"
 #include "lowbit/scale.hpp"
 #include "quantize_common.hpp"
-#include "sha256.hpp"
+#include "lowbit/sha256.hpp"
 #include "vectors.hpp"
 
 namespace lowbit::vectors {
@@ -59,12 +60,6 @@ struct Rng {
   std::uint64_t below(std::uint64_t n) { return next() % n; }
 };
 
-std::string hexdigits(std::uint64_t v, int digits) {
-  static const char* const d = "0123456789abcdef";
-  std::string s(static_cast<std::size_t>(digits), '0');
-  for (int i = digits - 1; i >= 0; --i, v >>= 4) s[static_cast<std::size_t>(i)] = d[v & 15];
-  return s;
-}
 
 // ---- files -------------------------------------------------------------------------------------
 
@@ -250,11 +245,11 @@ File scalar_file(const Profile& prof, const Format& from, const Format& to, cons
   for (std::uint64_t in : inputs) {
     const Result r = convert(from, in, to, policy);
     if (r.flags & flag::unsupported) continue;
-    body += hexdigits(in, from.hex_digits());
+    body += hex_digits(in, from.hex_digits());
     body += ' ';
-    body += hexdigits(r.code, to.hex_digits());
+    body += hex_digits(r.code, to.hex_digits());
     body += ' ';
-    body += hexdigits(r.flags, 2);
+    body += hex_digits(r.flags, 2);
     body += '\n';
     ++n;
   }
@@ -765,14 +760,14 @@ std::string manifest_text(const Suite& s) {
     j["path"] = f.path;
     j["role"] = f.role;
     j["bytes"] = f.bytes.size();
-    j["sha256"] = cli::Sha256::of(f.bytes);
+    j["sha256"] = Sha256::of(f.bytes);
     files.push_back(j);
   }
   m["files"] = files;
   return m.dump(1, ' ', true) + "\n";
 }
 
-std::string checksum_line(const std::string& manifest) { return cli::Sha256::of(manifest) + "  manifest.json\n"; }
+std::string checksum_line(const std::string& manifest) { return Sha256::of(manifest) + "  manifest.json\n"; }
 
 void write_suite(const Suite& s, const std::string& dir) {
   namespace fs = std::filesystem;
