@@ -3,7 +3,7 @@ tests of the scaling schemes against independent computations:
 
 * MX blocks against gfloat's block quantizer (OCP MX v1.0 floor rule, `gfloat.block`);
 * TE per-tensor current scaling and TE's two-level NVFP4, restated here step by step in numpy float32
-  arithmetic with ml_dtypes element casts (SEMANTICS.md §4), never through lowbit.
+  arithmetic with ml_dtypes element casts (docs/semantics.md §4), never through lowbit.
 """
 import json
 import os
@@ -121,7 +121,7 @@ def test_tensor_scheme_matches_te_formula():
 
 
 def nvfp4_reference(v):
-    """TE two-level NVFP4 (SEMANTICS.md §4 steps 1-7), one row, 1-D blocks of 16."""
+    """TE two-level NVFP4 (docs/semantics.md §4 steps 1-7), one row, 1-D blocks of 16."""
     amax = f32(np.max(np.abs(v)))
     with np.errstate(divide="ignore", over="ignore"):
         s_enc = np.fmin(f32(2688) / amax, np.finfo(np.float32).max).astype(np.float32)
@@ -159,7 +159,7 @@ E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6]
 
 
 def nvfp4_4over6_reference(v, mse=False):
-    """NVFP4 4over6 (SEMANTICS.md §4; TE quantize_4over6_kernel.cuh), one row, 1-D blocks of 16: S_enc from
+    """NVFP4 4over6 (docs/semantics.md §4; TE quantize_4over6_kernel.cuh), one row, 1-D blocks of 16: S_enc from
     1536 = 256 * 6, map-to-6 and map-to-4 (1.5x) block scales, each block keeping the candidate with the
     smaller summed |d| (or d * d), d = e2m1 * scale * amax / 1536 - x; a tie keeps map-to-6."""
     amax = f32(np.max(np.abs(v)))

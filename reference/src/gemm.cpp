@@ -290,7 +290,7 @@ std::vector<double> integer_gemm(int m, int n, int k, const std::vector<double>&
 namespace {
 
 // The end of every exact dot product: C (an f32 value) joins the sum, special values decide the result
-// when there are any, and the exact sum is rounded once; an exact zero sum is +0 (SEMANTICS.md §5).
+// when there are any, and the exact sum is rounded once; an exact zero sum is +0 (docs/semantics.md §5).
 std::uint64_t finish_exact(Wide& acc, Specials& sp, const Unpacked& uc, const Format& out, const Policy& p) {
   sp.value(uc);
   if (sp.any()) return sp.code(out);

@@ -331,7 +331,7 @@ std::vector<float> random_tensor(Rng& rng, std::size_t n, int lo, int hi) {
   return v;
 }
 
-// Values that sit on the schemes' edges (SEMANTICS.md §2-§4): zeros of both signs, the e4m3 and e2m1
+// Values that sit on the schemes' edges (docs/semantics.md §2-§4): zeros of both signs, the e4m3 and e2m1
 // ties and maxima, f32 subnormals and extremes, powers of two; a zero block; optionally NaN and Inf.
 std::vector<float> edge_tensor(Rng& rng, int rows, int cols, bool nonfinite) {
   static const std::uint32_t edges[] = {

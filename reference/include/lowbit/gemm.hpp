@@ -1,5 +1,5 @@
 // GEMM references: the exact answer, the answers of common f32 accumulation orders, and bit-accurate
-// tensor-core models (SEMANTICS.md §5).
+// tensor-core models (docs/semantics.md §5).
 //
 // Operands are matrices of codes of any format whose significand fits 24 bits (fp4, fp6, fp8, bf16,
 // f16, tf32, f32, int8).  Outputs are f32 codes unless a model says otherwise.
