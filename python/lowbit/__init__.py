@@ -1,0 +1,25 @@
+"""lowbit: bit-exact low-precision number formats and scaling schemes for numpy, ml_dtypes and DLPack arrays.
+
+The element level: ``formats``, ``format``, ``profiles``, ``models``, ``convert``, ``decode``, ``codes``;
+the scheme level: ``quantize`` (a ``Quantized``), ``DelayedState``; tests: ``lowbit.testing``.  Every
+function has the command line's option names and defaults (``lowbit convert --help``, ``lowbit quantize
+--help``) and gives the command line's bits.
+
+Example:
+    >>> import lowbit, numpy as np
+    >>> lowbit.convert(np.array([1.0, 500.0], np.float32), "e4m3", profile="cuda")
+    array([1, 448], dtype=float8_e4m3fn)
+"""
+from . import _lowbit
+from ._arrays import Codes
+from ._convert import Converted, Flag, codes, convert, decode
+from ._formats import Format, Model, Profile, TargetRule, format, formats, models, profiles
+from ._quantize import DelayedState, Quantized, quantize
+from . import testing
+
+__version__ = _lowbit.__version__
+
+__all__ = [
+    "Codes", "Converted", "DelayedState", "Flag", "Format", "Model", "Profile", "Quantized", "TargetRule",
+    "codes", "convert", "decode", "format", "formats", "models", "profiles", "quantize", "testing",
+]
