@@ -77,9 +77,12 @@ class Quantized:
 
     def packed(self) -> np.ndarray:
         """The codes as stored packed (``lowbit quantize --pack``): FP4 two per byte (element 0 in the low
-        nibble), FP6 four per three bytes, 8-bit codes as they are; each row padded to whole bytes (uint8,
-        the last dim in bytes)."""
+        nibble), FP6 four per three bytes; each row padded to whole bytes (uint8, the last dim in bytes).
+        Wider elements are stored one per byte (``codes``) and have no packing, as on the command line."""
         self._along_rows("packed rows")
+        bits = _lowbit.format_info(self.element)["bits"]
+        if bits not in (4, 6):
+            raise ValueError(f"packed: packs 4- and 6-bit elements (e2m1, e2m3, e3m2), not {self.element}")
         p = self._q.packed_codes()
         lead = self.shape[:-1] if self.shape else ()
         return p.reshape(lead + (p.size // max(math.prod(lead), 1),))

@@ -187,7 +187,8 @@ void bind_quantize(nb::module_& m) {
           nb::arg("history").none() = nb::none(), nb::arg("scale") = 1.0f, nb::arg("algorithm") = "max",
           nb::arg("margin") = 0,
           "history: f32 amaxes, newest first (None: 1024 zeros on first use, as `lowbit quantize --state` starts).")
-      .def_prop_ro("history", [](const S::DelayedState& s) { return to_numpy(std::vector<float>(s.history)); })
+      .def_prop_ro("history", [](const S::DelayedState& s) { return to_numpy(std::vector<float>(s.history)); },
+                   nb::rv_policy::move)
       .def_prop_ro("scale", [](const S::DelayedState& s) { return s.scale; })
       .def_prop_ro("scale_bits", [](const S::DelayedState& s) { return std::bit_cast<std::uint32_t>(s.scale); })
       .def_prop_ro("algorithm", [](const S::DelayedState& s) { return std::string(s.max_algorithm ? "max" : "most_recent"); })
