@@ -131,8 +131,8 @@ def decode(codes: Any, fmt: Any = None, *, threads: Optional[int] = None) -> np.
 
     Example:
         >>> import lowbit, numpy as np
-        >>> lowbit.decode(np.array([0x7e, 0x01, 0xff, 0x80], np.uint8), "e4m3")
-        array([ 4.48000000e+02,  1.95312500e-03,            nan, -0.00000000e+00])
+        >>> lowbit.decode(np.array([0x7e, 0x01, 0xff, 0x80], np.uint8), "e4m3").tolist()
+        [448.0, 0.001953125, nan, -0.0]
     """
     name = None if fmt is None else format_name(fmt, "fmt")
     flat, name, shape = source(codes, "codes", name)

@@ -151,8 +151,8 @@ def quantize(x: Any, scheme: str, *, element: Any = None, block: int = 0, axis: 
         >>> q = lowbit.quantize(np.array([1, -2, 0.5, 3], np.float32), "mx", element="e2m1", block=4)
         >>> q.codes.view(np.uint8), q.scales.view(np.uint8)
         (array([ 4, 14,  2,  7], dtype=uint8), array([[126]], dtype=uint8))
-        >>> q.dequantize()
-        array([ 1., -2.,  0.5,  3.])
+        >>> q.dequantize().tolist()
+        [1.0, -2.0, 0.5, 3.0]
     """
     if not isinstance(scheme, str):
         raise TypeError(f"scheme: expected a string, not {type(scheme).__name__}")
