@@ -467,6 +467,9 @@ void bind_elements(nb::module_& m) {
         return exact::code_text(f, code);
       },
       nb::arg("format"), nb::arg("code"), "The exact value of a code as decimal text, or nan / inf / -inf / -0.");
+  m.def(
+      "simd_target", [] { return std::string(batch_target_name()); },
+      "The instruction set the batch path dispatches to on this machine (for example AVX3).");
   m.def("philox_bits", &philox_bits, nb::arg("seed"), nb::arg("n"), nb::arg("sr_bits"),
         "The random bits lowbit's stochastic rounding draws for elements 0..n-1 under `seed` (Philox4x32-10).");
   m.def("dlpack_codes", &dlpack_codes, nb::arg("x"),
