@@ -7,8 +7,9 @@ function has the command line's option names and defaults (``lowbit convert --he
 
 Example:
     >>> import lowbit, numpy as np
-    >>> lowbit.convert(np.array([1.0, 500.0], np.float32), "e4m3", profile="cuda")
-    array([1, 448], dtype='float8_e4m3fn')
+    >>> codes = lowbit.convert(np.array([1.0, 500.0], np.float32), "e4m3", profile="cuda")
+    >>> codes.dtype.name, codes.view(np.uint8).tolist(), codes.astype(np.float32).tolist()
+    ('float8_e4m3fn', [56, 126], [1.0, 448.0])
 """
 from . import _lowbit
 from ._arrays import Codes

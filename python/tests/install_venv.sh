@@ -16,9 +16,12 @@ if [[ ! -x $venv/bin/python ]]; then
 fi
 # scikit-build-core reconfigures BUILD_DIR with its own settings; it must keep the directory's generator and
 # leave its cached interpreter alone (cmake.python-hints), so that the rest of the build is unchanged.
+# The same holds for its build type: another one would rebuild everything.
 generator=$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$build/CMakeCache.txt")
+build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")
 export CMAKE_GENERATOR=$generator
 "$venv/bin/python" -m pip install --disable-pip-version-check --no-input --no-build-isolation --no-deps --no-index \
-  --force-reinstall -q -C build-dir="$build" -C cmake.python-hints=false "$src"
+  --force-reinstall -q -C build-dir="$build" -C cmake.python-hints=false -C cmake.build-type="${build_type:-Release}" \
+  "$src"
 "$venv/bin/python" -c 'import lowbit; print("lowbit", lowbit.__version__, "installed in", lowbit.__file__)'
 "$venv/bin/lowbit" --version
