@@ -31,7 +31,9 @@ namespace lowbit::python {
 
 namespace {
 
-using Codes = nb::ndarray<nb::c_contig, nb::device::cpu, nb::ndim<1>>;
+// Inputs may be read-only (a read-only numpy array, a DLPack view); outputs are written.
+using Codes = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu, nb::ndim<1>>;
+using Out = nb::ndarray<nb::c_contig, nb::device::cpu, nb::ndim<1>>;
 
 // ---- formats ------------------------------------------------------------------------------------------
 
@@ -280,8 +282,8 @@ void in_chunks(std::size_t n, int threads, Body&& body) {
 // Convert codes of `from` into the resolved target; codes, flags and ternary values into the given arrays
 // (flags and ternary optional).  Returns the index of the first element whose conversion the profile's
 // implementation does not define (flag::unsupported), or -1.
-long long convert_into(const Codes& in, const std::string& from_name, const Resolved& r, Codes out,
-                       std::optional<Codes> flags, std::optional<Codes> ternary, std::optional<Codes> rbits,
+long long convert_into(const Codes& in, const std::string& from_name, const Resolved& r, Out out,
+                       std::optional<Out> flags, std::optional<Out> ternary, std::optional<Codes> rbits,
                        std::optional<int> threads) {
   const Format& from = checked_codes(in, "x", from_name);
   const Format& to = *r.target;
@@ -328,7 +330,7 @@ bool fits_f64(const Format& f) {
   return lowest >= -1074;
 }
 
-void decode_into(const Codes& in, const std::string& format, Codes out, std::optional<int> threads) {
+void decode_into(const Codes& in, const std::string& format, Out out, std::optional<int> threads) {
   const Format& f = checked_codes(in, "codes", format);
   if (!fits_f64(f))
     value_error("fmt", std::string("the values of ") + f.name + " are not all f64 values, so they cannot be decoded into f64");

@@ -27,6 +27,32 @@ def test_a_dlpack_producer_gives_the_array_bits():
     np.testing.assert_array_equal(got.view(np.uint8), lowbit.convert(x, "e4m3").view(np.uint8))
 
 
+def test_read_only_arrays_are_inputs():
+    x = np.linspace(-10, 10, 101, dtype=np.float32)
+    want = lowbit.convert(x, "e2m1").view(np.uint8)
+    x.setflags(write=False)
+    np.testing.assert_array_equal(lowbit.convert(x, "e2m1").view(np.uint8), want)
+    np.testing.assert_array_equal(lowbit.decode(lowbit.convert(x, "e2m1")), lowbit.decode(want, "e2m1"))
+
+
+def test_the_extensions_importer_reads_what_numpy_refuses(monkeypatch):
+    """numpy.from_dlpack refuses bf16 and fp8 tensors (PyTorch's, JAX's); the package then reads them with the
+    extension's importer, as a read-only view typed by the DLPack type code.  Here numpy's importer is made to
+    refuse everything, so an f32 producer and a bf16-bits producer take that path."""
+    x = np.random.default_rng(4).standard_normal(257).astype(np.float32)
+    want = lowbit.convert(x, "e2m1").view(np.uint8)
+
+    def refuse(*args, **kwargs):
+        raise BufferError("unsupported dtype")
+
+    monkeypatch.setattr(np, "from_dlpack", refuse)
+    np.testing.assert_array_equal(lowbit.convert(Producer(x), "e2m1").view(np.uint8), want)
+    np.testing.assert_array_equal(lowbit.convert(Producer(x[::2]), "e2m1").view(np.uint8), want[::2])
+    # A uint16 DLPack tensor holds integer codes of no format: refused by name, not misread.
+    with pytest.raises(TypeError, match=r"^x: DLPack type code 1 with 16 bits holds no lowbit format"):
+        lowbit.convert(Producer(x.astype(ml_dtypes.bfloat16).view(np.uint16)), "e2m1")
+
+
 def test_host_memory_is_read_in_place():
     from lowbit import _lowbit
 
