@@ -6,9 +6,11 @@ Prints one JSON object per line: the implementation, the target, items per secon
 repetitions), and the ratio to the peer measured in the same run.  Each pair is compared under the same
 semantics (lowbit's ml_dtypes profile against ml_dtypes; lowbit's default rne/nosat policy against torch)
 and its outputs are checked equal before it is timed, so every row computes the same codes.  The row
-"lowbit batch call" is the extension's convert_into alone on preallocated arrays: the C++ batch path with
-one call's overhead, against which the package's own layer (input checks, dtype handling, allocation) is
-measured.
+"lowbit batch call" is the extension's convert_into alone: the C++ batch path with one call's overhead,
+into a preallocated output and into a fresh one (np.empty per call, as lowbit.convert allocates its
+result), against which the package's own layer (input checks, dtype handling) is measured.  A fresh output
+of 32 MiB and more costs its page faults on every call (glibc maps allocations that large anew each time),
+which is the whole difference between the two for bf16 at 2^24 elements.
 
     python3 tools/bench/python_convert.py [--log2n 24] [--repeat 7]
 
@@ -73,11 +75,15 @@ def main():
             out = np.empty(n, dtype=np.uint8 if peer.itemsize == 1 else np.uint16)
             src = x.view(np.uint32)
             t_call = timed(lambda: _lowbit.convert_into(src, "f32", policy, out, None, None, None, 1), args.repeat)
+            t_fresh = timed(lambda: _lowbit.convert_into(src, "f32", policy, np.empty_like(out), None, None, None, 1),
+                            args.repeat)
             row(impl="ml_dtypes astype", target=fmt, items_per_s=n / t_peer)
             row(impl="lowbit.convert", target=fmt, profile="ml_dtypes", items_per_s=n / t_ours,
                 ratio_to_ml_dtypes=t_peer / t_ours)
-            row(impl="lowbit batch call", target=fmt, profile="ml_dtypes", items_per_s=n / t_call,
+            row(impl="lowbit batch call", target=fmt, profile="ml_dtypes", output="preallocated", items_per_s=n / t_call,
                 python_layer_overhead=t_ours / t_call - 1)
+            row(impl="lowbit batch call", target=fmt, profile="ml_dtypes", output="fresh", items_per_s=n / t_fresh,
+                python_layer_overhead=t_ours / t_fresh - 1)
             # torch: float8 and bfloat16 casts round to nearest even without saturation, lowbit's default.
             tdtype = {"e4m3": "float8_e4m3fn", "bf16": "bfloat16"}.get(fmt)
             if torch is None or tdtype is None or not hasattr(torch, tdtype):
