@@ -46,6 +46,6 @@ def f32_patterns(n=20000, seed=7):
     return np.concatenate([np.array(edges, dtype=np.uint32), random, near])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def patterns():
     return f32_patterns()
