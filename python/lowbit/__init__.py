@@ -1,9 +1,10 @@
 """lowbit: bit-exact low-precision number formats and scaling schemes for numpy, ml_dtypes and DLPack arrays.
 
-The element level: ``formats``, ``format``, ``profiles``, ``models``, ``convert``, ``decode``, ``codes``;
-the scheme level: ``quantize`` (a ``Quantized``), ``DelayedState``; tests: ``lowbit.testing``.  Every
+The element level: ``formats``, ``format``, ``profiles``, ``convert``, ``decode``, ``codes``; the scheme
+level: ``quantize`` (a ``Quantized``), ``DelayedState``; GEMMs: ``models``, ``gemm``; tests:
+``lowbit.testing``.  Every
 function has the command line's option names and defaults (``lowbit convert --help``, ``lowbit quantize
---help``) and gives the command line's bits.
+--help``, ``lowbit gemm``) and gives the command line's bits.
 
 Example:
     >>> import lowbit, numpy as np
@@ -15,6 +16,7 @@ from . import _lowbit
 from ._arrays import Codes
 from ._convert import Converted, Flag, codes, convert, decode
 from ._formats import Format, Model, Profile, TargetRule, format, formats, models, profiles
+from ._gemm import gemm
 from ._quantize import DelayedState, Quantized, quantize
 from . import testing
 
@@ -22,5 +24,5 @@ __version__ = _lowbit.__version__
 
 __all__ = [
     "Codes", "Converted", "DelayedState", "Flag", "Format", "Model", "Profile", "Quantized", "TargetRule",
-    "codes", "convert", "decode", "format", "formats", "models", "profiles", "quantize", "testing",
+    "codes", "convert", "decode", "format", "formats", "gemm", "models", "profiles", "quantize", "testing",
 ]

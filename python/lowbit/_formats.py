@@ -203,27 +203,38 @@ def profiles() -> list[Profile]:
 
 @dataclasses.dataclass(frozen=True)
 class Model:
-    """A bit-accurate tensor-core model: ``group`` products per step, each term truncated to
-    ``fraction_bits`` fraction bits; ``scale_block`` elements per block scale for the block-scaled kinds."""
+    """A GEMM procedure of ``lowbit gemm --model`` (``lowbit gemm --list-models --json``): ``kind`` is exact,
+    f32-order, model (a bit-accurate tensor-core model, its parameters in ``model``), promoted or
+    block-scaled; ``operands`` the formats it takes (empty: every format ``operand_rule`` describes);
+    ``scales`` the block scales it reads; ``golden`` the operand formats of its golden suite."""
 
     name: str
-    group: int
-    fraction_bits: int
-    truncate_tf32: bool
-    scale_block: Optional[int]
-    source: str
+    kind: str
+    description: str
+    scales: str
+    operands: tuple[str, ...]
+    converts_exactly: bool
+    operand_rule: str
+    model: Optional[dict]
+    interval: Optional[int]
+    golden: tuple[dict, ...]
+
+    def as_dict(self) -> dict:
+        """The row as ``lowbit gemm --list-models --json`` prints it."""
+        d = dataclasses.asdict(self) | {"operands": list(self.operands), "golden": [dict(g) for g in self.golden]}
+        return {k: v for k, v in d.items() if not (k in ("model", "interval") and v is None)}
 
 
 def models() -> list[Model]:
-    """The library's tensor-core models (the rows ``lowbit gemm --list-models`` prints with k= and F=).
-
-    The other GEMM procedures of ``lowbit gemm --model`` (exact, the f32 orders, promotion, DeepGEMM blocks)
-    are not rows of the library yet, so they are not listed here.
+    """Every GEMM procedure, in the order of ``lowbit gemm --list-models``: the exact reference, the f32
+    accumulation orders, the composites (promotion, DeepGEMM's block scaling) and one per tensor-core model.
 
     Example:
         >>> import lowbit
         >>> m = {m.name: m for m in lowbit.models()}["hopper-fp8"]
-        >>> m.group, m.fraction_bits
-        (32, 13)
+        >>> m.kind, m.model["group"], m.model["fraction_bits"]
+        ('model', 32, 13)
     """
-    return [Model(**d) for d in _lowbit.tensor_core_models()]
+    return [Model(**(d | {"operands": tuple(d["operands"]), "model": None if d["model"] is None else dict(d["model"]),
+                          "golden": tuple(dict(g) for g in d["golden"])}))
+            for d in _lowbit.procedures()]

@@ -14,25 +14,9 @@ from ._arrays import source
 from ._formats import format_name
 
 
-def _value_text(fmt: str, code: int) -> str:
-    """A code's exact value as ``lowbit check`` prints it: the decimal when it is short, else s*2^e, s odd."""
-    text = _lowbit.code_text(fmt, code)
-    if len(text) <= 24:
-        return text
-    from ._convert import decode
-
-    v = float(decode(np.array([code], dtype=np.uint64).astype(f"u{_lowbit.format_info(fmt)['storage_bytes']}"), fmt)[0])
-    m, e = np.frexp(abs(v))
-    sig, exp = int(m * 2**53), int(e) - 53
-    while sig and sig % 2 == 0:
-        sig //= 2
-        exp += 1
-    return f"{'-' if v < 0 else ''}{sig}*2^{exp}"
-
-
 def _code_and_value(fmt: str, code: int) -> str:
-    digits = (_lowbit.format_info(fmt)["storage_bits"] + 3) // 4
-    return f"0x{code:0{digits}x} ({_value_text(fmt, code)})"
+    """"0x7e (448)": a code and its exact value as ``lowbit check`` prints them (lowbit/text.hpp)."""
+    return _lowbit.code_and_value(fmt, code)
 
 
 def assert_bitexact(actual: Any, expected: Any, *, fmt: Any = None, inputs: Any = None, max_report: int = 10) -> None:

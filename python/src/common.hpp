@@ -5,6 +5,7 @@
 #include <nanobind/ndarray.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,7 +44,15 @@ nb::ndarray<nb::numpy, T, nb::ndim<1>> to_numpy(std::vector<T>&& v) {
 // Bytes per code of a format as stored in memory (1, 2, 4 or 8).
 std::size_t storage_bytes(const Format& f);
 
+// Inputs may be read-only (a read-only numpy array, a DLPack view); outputs are written.
+using Codes = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu, nb::ndim<1>>;
+using Out = nb::ndarray<nb::c_contig, nb::device::cpu, nb::ndim<1>>;
+
+// Element i of 1-, 2-, 4- or 8-byte unsigned codes.
+std::uint64_t load(const Codes& codes, std::size_t i);
+
 void bind_elements(nb::module_& m);
 void bind_quantize(nb::module_& m);
+void bind_gemm(nb::module_& m);
 
 }  // namespace lowbit::python

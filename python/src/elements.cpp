@@ -20,20 +20,17 @@
 #include "common.hpp"
 #include "lowbit/batch.hpp"
 #include "lowbit/exact.hpp"
-#include "lowbit/gemm.hpp"
 #include "lowbit/names.hpp"
 #include "lowbit/philox.hpp"
 #include "lowbit/policy.hpp"
 #include "lowbit/profile.hpp"
 #include "lowbit/registry.hpp"
+#include "lowbit/text.hpp"
 
 namespace lowbit::python {
 
 namespace {
 
-// Inputs may be read-only (a read-only numpy array, a DLPack view); outputs are written.
-using Codes = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu, nb::ndim<1>>;
-using Out = nb::ndarray<nb::c_contig, nb::device::cpu, nb::ndim<1>>;
 
 // ---- formats ------------------------------------------------------------------------------------------
 
@@ -143,21 +140,6 @@ nb::list profile_infos() {
   return out;
 }
 
-nb::list model_infos() {
-  nb::list out;
-  for (const gemm::TensorCoreModel& m : gemm::models()) {
-    nb::dict d;
-    d["name"] = m.name;
-    d["group"] = m.group;
-    d["fraction_bits"] = m.fraction_bits;
-    d["truncate_tf32"] = m.truncate_tf32;
-    d["scale_block"] = m.scale != gemm::BlockScale::none ? nb::cast(m.scale_block) : nb::none();
-    d["source"] = m.source;
-    out.append(d);
-  }
-  return out;
-}
-
 // ---- policies -----------------------------------------------------------------------------------------
 
 template <class E>
@@ -220,28 +202,6 @@ const Format& checked_codes(const Codes& codes, const char* argument, const std:
     type_error(argument, std::to_string(codes.itemsize()) + "-byte items cannot hold " + f.name + " codes (" +
                              std::to_string(storage_bytes(f)) + " bytes each)");
   return f;
-}
-
-std::uint64_t load(const Codes& codes, std::size_t i) {
-  const auto* p = static_cast<const unsigned char*>(codes.data());
-  switch (codes.itemsize()) {
-    case 1: return p[i];
-    case 2: {
-      std::uint16_t v;
-      std::memcpy(&v, p + 2 * i, 2);
-      return v;
-    }
-    case 4: {
-      std::uint32_t v;
-      std::memcpy(&v, p + 4 * i, 4);
-      return v;
-    }
-    default: {
-      std::uint64_t v;
-      std::memcpy(&v, p + 8 * i, 8);
-      return v;
-    }
-  }
 }
 
 // The index of the first element that is not a code of `format` (a bit above its width, or one of tf32's
@@ -382,6 +342,28 @@ nb::tuple dlpack_codes(nb::object x) {
 
 }  // namespace
 
+std::uint64_t load(const Codes& codes, std::size_t i) {
+  const auto* p = static_cast<const unsigned char*>(codes.data());
+  switch (codes.itemsize()) {
+    case 1: return p[i];
+    case 2: {
+      std::uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return v;
+    }
+    case 4: {
+      std::uint32_t v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    default: {
+      std::uint64_t v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return v;
+    }
+  }
+}
+
 std::size_t storage_bytes(const Format& f) {
   const int b = f.storage_bits();
   return b <= 8 ? 1 : b <= 16 ? 2 : b <= 32 ? 4 : 8;
@@ -421,7 +403,6 @@ void bind_elements(nb::module_& m) {
       "format_info", [](const std::string& name) { return format_info(require_format("name", name)); },
       nb::arg("name"), "The constants of a format as a dict; values as (significand, exponent) pairs.");
   m.def("profiles", &profile_infos, "Every profile as the dicts of `lowbit profiles --json`.");
-  m.def("tensor_core_models", &model_infos, "The tensor-core model rows of the library (lowbit/gemm.hpp).");
   m.def(
       "choices",
       [](const std::string& kind) -> std::vector<std::string> {
@@ -469,6 +450,11 @@ void bind_elements(nb::module_& m) {
         return exact::code_text(f, code);
       },
       nb::arg("format"), nb::arg("code"), "The exact value of a code as decimal text, or nan / inf / -inf / -0.");
+  m.def(
+      "code_and_value",
+      [](const std::string& format, std::uint64_t code) { return code_and_value(require_format("fmt", format), code); },
+      nb::arg("format"), nb::arg("code"),
+      "\"0x3c (1.5)\": a code and its exact value, short (s*2^e) when long, as `lowbit check` reports mismatches.");
   m.def(
       "simd_target", [] { return std::string(batch_target_name()); },
       "The instruction set the batch path dispatches to on this machine (for example AVX3).");

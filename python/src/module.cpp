@@ -11,4 +11,5 @@ NB_MODULE(_lowbit, m) {
   m.attr("__version__") = LOWBIT_VERSION;
   lowbit::python::bind_elements(m);
   lowbit::python::bind_quantize(m);
+  lowbit::python::bind_gemm(m);
 }

@@ -86,13 +86,8 @@ def test_profiles_match_the_command_line():
 
 
 def test_models_match_the_command_line():
-    lines = cli("gemm", "--list-models").stdout.decode().splitlines()
-    listed = {}
-    for line in lines:
-        name, _, rest = line.partition("\t")
-        if rest.startswith("k="):
-            params, _, source = rest.partition("; ")
-            k, fbits = params.split()
-            listed[name] = (int(k[2:]), int(fbits[2:]), source)
-    mine = {m.name: (m.group, m.fraction_bits, m.source) for m in lowbit.models()}
-    assert mine == listed and "hopper-fp8" in mine
+    rows = cli_json("gemm", "--list-models", "--json")
+    mine = lowbit.models()
+    assert [m.as_dict() for m in mine] == rows
+    names = cli("gemm", "--list-models").stdout.decode().splitlines()
+    assert [m.name for m in mine] == [line.split("\t")[0] for line in names]

@@ -14,7 +14,7 @@ import lowbit
 from lowbit import _lowbit
 
 PUBLIC = [lowbit.convert, lowbit.decode, lowbit.codes, lowbit.format, lowbit.formats, lowbit.profiles, lowbit.models,
-          lowbit.quantize, lowbit.testing.assert_bitexact]
+          lowbit.quantize, lowbit.gemm, lowbit.testing.assert_bitexact]
 
 
 def test_stubs_are_shipped_and_name_every_function():
@@ -32,7 +32,7 @@ def test_every_public_function_has_a_docstring_with_an_example(fn):
     assert doc and "Example:" in doc and ">>>" in doc
 
 
-@pytest.mark.parametrize("module", ["lowbit", "lowbit._formats", "lowbit._convert", "lowbit._quantize",
+@pytest.mark.parametrize("module", ["lowbit", "lowbit._formats", "lowbit._convert", "lowbit._quantize", "lowbit._gemm",
                                     "lowbit._arrays", "lowbit.testing"])
 def test_docstring_examples_run(module):
     mod = sys.modules[module] if module in sys.modules else __import__(module, fromlist=["_"])

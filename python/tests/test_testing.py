@@ -34,8 +34,8 @@ def test_report_is_bounded_and_values_short():
         assert_bitexact(actual, expected, max_report=3)
     lines = str(e.value).splitlines()
     assert lines[0] == "30 of 30 elements differ (tf32); the first 3:" and len(lines) == 4
-    # 2^-136 has a long decimal: shown as s*2^e, as `lowbit check` shows it.
-    assert lines[1] == "  [0]: expected 0x00000000 (0), actual 0x00002000 (1*2^-136)"
+    # 2^-136 has a long decimal: shown as a power of two, as `lowbit check` shows it.
+    assert lines[1] == "  [0]: expected 0x00000000 (0), actual 0x00002000 (2^-136)"
 
 
 def test_integer_codes_take_fmt_and_formats_must_agree():

@@ -6,7 +6,7 @@
 namespace lowbit {
 
 const std::vector<DiffProbe>& profile_diff_probes() {
-  // SEMANTICS.md §3 names each of these; one input per kind of disagreement.
+  // docs/semantics.md §3 names each of these; one input per kind of disagreement.
   static const std::vector<DiffProbe> probes = {
       {"e4m3", "480", "finite overflow: NaN without saturation, 448 with it"},
       {"e5m2", "inf", "infinity into a format with Inf: kept (nosat) or clamped to max (satfinite)"},

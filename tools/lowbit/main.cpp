@@ -24,6 +24,7 @@
 #include "lowbit/profile.hpp"
 #include "lowbit/profile_diff.hpp"
 #include "lowbit/registry.hpp"
+#include "lowbit/text.hpp"
 
 #ifndef LOWBIT_VERSION
 #define LOWBIT_VERSION "0.0.0"
@@ -33,7 +34,7 @@ namespace {
 
 using lowbit::Format;
 using lowbit::Result;
-using lowbit::cli::short_value;
+using lowbit::short_value;
 using json = nlohmann::json;
 
 // A usage or input error: main prints "lowbit: <message>" on stderr and exits 2.
@@ -43,56 +44,10 @@ struct UsageError {
 
 // ---- text helpers ---------------------------------------------------------------------------------
 
-// Lowercase 0x hex, padded with zeros to at least `digits` digits.
-std::string hex_code(std::uint64_t code, int digits) {
-  static const char* const hexdigits = "0123456789abcdef";
-  std::string s;
-  for (; code != 0; code >>= 4) s.insert(s.begin(), hexdigits[code & 15]);
-  if (s.size() < static_cast<std::size_t>(digits)) s.insert(0, static_cast<std::size_t>(digits) - s.size(), '0');
-  return "0x" + s;
-}
-std::string hex_code(const Format& f, std::uint64_t code) { return hex_code(code, f.hex_digits()); }
-
 // Append `item` to a separated list.
 void append(std::string& list, std::string_view sep, std::string_view item) {
   if (!list.empty()) list += sep;
   list += item;
-}
-
-// Flags in the contract's order, comma-separated, or "-".
-std::string flags_text(std::uint8_t flags) {
-  std::string s;
-  auto add = [&](std::uint8_t bit, const char* name) {
-    if (flags & bit) append(s, ",", name);
-  };
-  add(lowbit::flag::inexact, "inexact");
-  add(lowbit::flag::underflow, "underflow");
-  add(lowbit::flag::overflow, "overflow");
-  add(lowbit::flag::invalid, "invalid");
-  return s.empty() ? "-" : s;
-}
-
-// Parse hex digits (with an optional 0x prefix when `prefix_optional`, else a required one).  Returns
-// nullopt when the text is not a hex number; sets `too_wide` when it needs more than 64 bits.
-std::optional<std::uint64_t> parse_hex(std::string_view s, bool prefix_optional, bool& too_wide) {
-  too_wide = false;
-  if (s.size() >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
-    s.remove_prefix(2);
-  } else if (!prefix_optional) {
-    return std::nullopt;
-  }
-  if (s.empty()) return std::nullopt;
-  std::uint64_t v = 0;
-  for (char c : s) {
-    int d;
-    if (c >= '0' && c <= '9') d = c - '0';
-    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-    else return std::nullopt;
-    if (v >> 60) too_wide = true;
-    v = (v << 4) | static_cast<std::uint64_t>(d);
-  }
-  return v;
 }
 
 const Format& require_format(const std::string& option, const std::string& name) {
@@ -119,8 +74,8 @@ std::string dyadic(std::uint64_t significand, int exponent) {
 json code_ranges(const Format& f, bool nan) {
   json out = json::array();
   auto push = [&](std::uint64_t lo, std::uint64_t hi) {
-    const std::string a = hex_code(f, lo << f.code_shift);
-    out.push_back(lo == hi ? a : a + "-" + hex_code(f, hi << f.code_shift));
+    const std::string a = lowbit::hex(f, lo << f.code_shift);
+    out.push_back(lo == hi ? a : a + "-" + lowbit::hex(f, hi << f.code_shift));
   };
   const std::uint64_t sign = f.sign_bit();
   if (nan) {
@@ -218,9 +173,13 @@ void run_formats(bool as_json) {
 
 std::vector<std::string> mode_names(lowbit::ModeMask m, bool rounding) {
   std::vector<std::string> out;
-  for (unsigned i = 0; i < (rounding ? 9u : 3u); ++i)
-    if (m & (1u << i))
-      out.push_back(rounding ? lowbit::name(static_cast<lowbit::Rounding>(i)) : lowbit::name(static_cast<lowbit::Overflow>(i)));
+  if (rounding) {
+    for (lowbit::Rounding r : lowbit::all<lowbit::Rounding>())
+      if (m & lowbit::bit(r)) out.push_back(lowbit::name(r));
+  } else {
+    for (lowbit::Overflow o : lowbit::all<lowbit::Overflow>())
+      if (m & lowbit::bit(o)) out.push_back(lowbit::name(o));
+  }
   return out;
 }
 
@@ -265,7 +224,7 @@ std::string rule_text(const lowbit::TargetRule& r) {
 std::string cell_text(const lowbit::DiffCell& c) {
   if (!c.available) return "n/a";
   if (c.unsupported) return "undefined";
-  return hex_code(*c.target, c.result.code) + "=" + short_value(*c.target, c.result.code);
+  return lowbit::hex(*c.target, c.result.code) + "=" + short_value(*c.target, c.result.code);
 }
 
 void run_profiles(bool diff, bool as_json) {
@@ -318,11 +277,11 @@ void run_decode(const std::string& format_name, const std::vector<std::string>& 
   std::string text;
   for (const std::string& c : codes) {
     bool too_wide = false;
-    const std::optional<std::uint64_t> v = parse_hex(c, true, too_wide);
+    const std::optional<std::uint64_t> v = lowbit::parse_hex(c, lowbit::HexPrefix::optional, &too_wide);
     if (!v) throw UsageError{"decode: '" + c + "' is not a hex code"};
     if (too_wide || !f.valid_code(*v))
       throw UsageError{"decode: code " + code_problem(f, c)};
-    const std::string code = hex_code(f, *v);
+    const std::string code = lowbit::hex(f, *v);
     const std::string value = lowbit::exact::code_text(f, *v);
     if (as_json) out.push_back({{"code", code}, {"value", value}});
     else text += code + " " + value + "\n";
@@ -341,7 +300,7 @@ void run_table(const std::string& format_name, bool as_json) {
   const std::uint64_t n = std::uint64_t{1} << f.code_bits();
   for (std::uint64_t c = 0; c < n; ++c) {
     const std::uint64_t code = c << f.code_shift;
-    const std::string hc = hex_code(f, code);
+    const std::string hc = lowbit::hex(f, code);
     const std::string value = lowbit::exact::code_text(f, code);
     if (as_json) out.push_back({{"code", hc}, {"value", value}});
     else text += hc + " " + value + "\n";
@@ -475,7 +434,7 @@ void convert_raw(const Format& from, const Format& to, const lowbit::Policy& pol
             out.put_bytes(res.data(), i * static_cast<std::size_t>(out_w));
             out.flush();
             throw UsageError{"--raw: the value at byte offset " + std::to_string(offset + i * static_cast<std::size_t>(in_w)) +
-                             " (" + hex_code(from, v) + ") is too wide for " + from.name};
+                             " (" + lowbit::hex(from, v) + ") is too wide for " + from.name};
           }
           code = table[v];
         } else {
@@ -483,7 +442,7 @@ void convert_raw(const Format& from, const Format& to, const lowbit::Policy& pol
             out.put_bytes(res.data(), i * static_cast<std::size_t>(out_w));
             out.flush();
             throw UsageError{"--raw: the value at byte offset " + std::to_string(offset + i * static_cast<std::size_t>(in_w)) +
-                             " (" + hex_code(from, v) + ") is not a valid " + from.name + " code"};
+                             " (" + lowbit::hex(from, v) + ") is not a valid " + from.name + " code"};
           }
           code = lowbit::convert(from, v, to, policy).code;
         }
@@ -584,7 +543,7 @@ void run_convert(const ConvertOptions& o) {
       if (f.size() < 2) fail("random bits missing: rounding " + std::string(lowbit::name(policy.rounding)) +
                              " needs a second field of " + std::to_string(policy.sr_bits) + " random bits in 0x hex");
       bool wide = false;
-      const std::optional<std::uint64_t> r = parse_hex(f[1], false, wide);
+      const std::optional<std::uint64_t> r = lowbit::parse_hex(f[1], lowbit::HexPrefix::required, &wide);
       if (!r) fail("random bits '" + std::string(f[1]) + "' are not 0x hex");
       if (wide || *r >= r_limit)
         fail("random bits " + std::string(f[1]) + " are not below 2^" + std::to_string(policy.sr_bits));
@@ -601,7 +560,7 @@ void run_convert(const ConvertOptions& o) {
       r = lowbit::exact::round(to, *x, policy, rbits, o.trace ? &trace : nullptr);
     } else {
       bool wide = false;
-      const std::optional<std::uint64_t> v = parse_hex(f[0], false, wide);
+      const std::optional<std::uint64_t> v = lowbit::parse_hex(f[0], lowbit::HexPrefix::required, &wide);
       if (!v) fail("'" + std::string(f[0]) + "' is not 0x hex bits of " + from->name);
       if (wide || !from->valid_code(*v))
         fail(code_problem(*from, f[0]));
@@ -615,23 +574,23 @@ void run_convert(const ConvertOptions& o) {
     if (r.flags & lowbit::flag::unsupported)
       fail(std::string("profile ") + (profile ? profile->name : "(none)") + " has no defined result for " +
            std::string(f[0]) + " into " + to.name);
-    std::string s = hex_code(to, r.code);
-    if (o.flags) s += " " + flags_text(r.flags);
+    std::string s = lowbit::hex(to, r.code);
+    if (o.flags) s += " " + lowbit::flags_text(r.flags);
     s += '\n';
     if (o.trace) {
       s += "  input:     " + trace.input + "\n";
       if (trace.has_neighbours) {
         const std::string beyond = "beyond the largest finite value";
-        s += "  lower:     " + trace.lower + " (" + (trace.lower_beyond_max ? beyond : hex_code(to, trace.lower_code)) + ")\n";
-        s += "  upper:     " + trace.upper + " (" + (trace.upper_beyond_max ? beyond : hex_code(to, trace.upper_code)) + ")\n";
+        s += "  lower:     " + trace.lower + " (" + (trace.lower_beyond_max ? beyond : lowbit::hex(to, trace.lower_code)) + ")\n";
+        s += "  upper:     " + trace.upper + " (" + (trace.upper_beyond_max ? beyond : lowbit::hex(to, trace.upper_code)) + ")\n";
         s += "  remainder: " + trace.remainder + " ulp\n";
       }
       s += "  decision:  " + trace.decision + "\n";
       s += "  policy:    " + std::string(lowbit::name(policy.rounding)) + " " + lowbit::name(policy.overflow) + " " +
            lowbit::name(policy.subnormals) + " tininess " + lowbit::name(policy.tininess) +
-           (stochastic ? " sr-bits " + std::to_string(policy.sr_bits) + " R " + hex_code(rbits, 1) : "") + "\n";
-      s += "  result:    " + hex_code(to, r.code) + " = " + lowbit::exact::code_text(to, r.code) + "\n";
-      s += "  flags:     " + flags_text(r.flags) + "\n";
+           (stochastic ? " sr-bits " + std::to_string(policy.sr_bits) + " R " + lowbit::hex(rbits, 1) : "") + "\n";
+      s += "  result:    " + lowbit::hex(to, r.code) + " = " + lowbit::exact::code_text(to, r.code) + "\n";
+      s += "  flags:     " + lowbit::flags_text(r.flags) + "\n";
       s += "  ternary:   " + std::to_string(static_cast<int>(r.ternary)) + "\n";
     }
     out.put(s);

@@ -1,4 +1,4 @@
-// Where the profiles disagree (SEMANTICS.md §3, "Where profiles disagree"): a list of probes, each one
+// Where the profiles disagree (docs/semantics.md §3, "Where profiles disagree"): a list of probes, each one
 // input into one target that shows one kind of disagreement, evaluated under every profile's defaults.
 // `lowbit profiles --diff` prints the result; the probes are data so that a new disagreement is one row.
 #pragma once
