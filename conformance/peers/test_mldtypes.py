@@ -1,4 +1,5 @@
-"""Differential test: `lowbit convert --profile ml_dtypes` against ml_dtypes (numpy `astype`).
+"""Differential test: `lowbit convert --profile ml_dtypes` and the Python package's
+`lowbit.convert(..., profile="ml_dtypes")` against ml_dtypes (numpy `astype`): one test, two subjects.
 
 Every bf16 and f16 code and 10^6 seeded-random f32 bit patterns (plus every class's boundary patterns)
 go into every ml_dtypes format; the codes must agree bit for bit, NaN codes included.  Expected codes
@@ -24,6 +25,26 @@ import pytest
 ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes is not installed (pip install -r requirements.txt)")
 
 LOWBIT = os.environ.get("LOWBIT", "lowbit")
+
+
+def _module():
+    """The Python package, or None.  Where the build installed it (-DLOWBIT_PYTHON=ON: ctest runs this file in
+    the package's virtual environment with LOWBIT_REQUIRE_MODULE=1) its absence is a failure, not a skip."""
+    try:
+        import lowbit
+    except ImportError:
+        if os.environ.get("LOWBIT_REQUIRE_MODULE") == "1":
+            raise
+        return None
+    return lowbit
+
+
+@pytest.fixture(params=["cli", "module"], scope="module")
+def subject(request):
+    """How lowbit is asked: the command line (`lowbit convert --raw`) or the Python module."""
+    if request.param == "module" and _module() is None:
+        pytest.skip("the lowbit Python package is not installed (configure with -DLOWBIT_PYTHON=ON, or pip install .)")
+    return request.param
 
 # ml_dtypes type name -> lowbit format name.
 TARGETS = {
@@ -88,8 +109,12 @@ def cached_source(name):
     return _cache[name]
 
 
-def lowbit_codes(src, target, bits):
+def lowbit_codes(subject, src, target, bits, values):
     out_dtype = np.uint16 if dtype_width(target) == 2 else np.uint8
+    if subject == "module":
+        codes = np.asarray(_module().convert(values, TARGETS[target], profile="ml_dtypes")).view(out_dtype)
+        assert codes.size == bits.size, "one code per input"
+        return codes
     run = subprocess.run(
         [LOWBIT, "convert", "--raw", "--profile", "ml_dtypes", "--from", src, "--to", TARGETS[target]],
         input=bits.tobytes(), capture_output=True, check=False)
@@ -127,10 +152,10 @@ def mismatch_report(src, target, bits, ref, got, mask):
     return "\n".join(lines), idx.size
 
 
-def compare(src, target, select):
+def compare(subject, src, target, select):
     bits, values = cached_source(src)
     ref = peer_codes(target, values)
-    got = lowbit_codes(src, target, bits)
+    got = lowbit_codes(subject, src, target, bits, values)
     mask = select(bits, values)
     assert mask.any(), "the selection must not be empty"
     text, n = mismatch_report(src, target, bits, ref, got, mask)
@@ -143,11 +168,11 @@ def is_nan(values):
 
 @pytest.mark.parametrize("target", list(TARGETS))
 @pytest.mark.parametrize("src", list(SOURCES))
-def test_non_nan_inputs(src, target):
+def test_non_nan_inputs(subject, src, target):
     def select(bits, values):
         keep = ~is_nan(values)
         return keep
-    compare(src, target, select)
+    compare(subject, src, target, select)
 
 
 def nan_cases():
@@ -157,13 +182,13 @@ def nan_cases():
 
 
 @pytest.mark.parametrize("src,target", list(nan_cases()))
-def test_nan_inputs(src, target):
-    compare(src, target, lambda bits, values: is_nan(values))
+def test_nan_inputs(subject, src, target):
+    compare(subject, src, target, lambda bits, values: is_nan(values))
 
 
 @pytest.mark.parametrize("src", ["f32", "bf16"])
-def test_e8m0_subnormal_inputs(src):
-    compare(src, "float8_e8m0fnu", lambda bits, values: e8m0_subnormal_quirk(src, bits))
+def test_e8m0_subnormal_inputs(subject, src):
+    compare(subject, src, "float8_e8m0fnu", lambda bits, values: e8m0_subnormal_quirk(src, bits))
 
 
 def test_peer_facts():
