@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "lowbit/format.hpp"
+#include "lowbit/names.hpp"
 #include "lowbit/policy.hpp"
 #include "lowbit/registry.hpp"
 
@@ -37,15 +38,18 @@ inline Policy draw_policy(FuzzedDataProvider& in) {
   p.subnormals = static_cast<Subnormals>(in.ConsumeIntegralInRange<int>(0, 3));
   p.tininess = static_cast<Tininess>(in.ConsumeIntegralInRange<int>(0, 1));
   p.sr_bits = is_stochastic(p.rounding) ? in.ConsumeIntegralInRange<int>(1, max_sr_bits) : 0;
-  const auto q = in.ConsumeIntegral<std::uint16_t>();
-  p.quirks.nan_to_no_nan = static_cast<NanToNoNan>(q % 3);
-  p.quirks.nan_style = static_cast<NanStyle>(q / 3 % 3);
-  p.quirks.unsigned_negative = static_cast<UnsignedNegative>(q / 9 % 3);
-  p.quirks.zero_into_no_zero = static_cast<ZeroIntoNoZero>(q / 27 % 2);
-  p.quirks.numpy_half_nan = (q >> 6) & 1;
-  p.quirks.identity_copies = (q >> 7) & 1;
-  p.quirks.nozero_lowest_binade_rounds_up = (q >> 8) & 1;
-  p.quirks.infinity_ignores_saturation = (q >> 9) & 1;
+  p.quirks.nan_to_no_nan = nth<NanToNoNan>(in.ConsumeIntegral<std::uint8_t>());
+  p.quirks.nan_style = nth<NanStyle>(in.ConsumeIntegral<std::uint8_t>());
+  p.quirks.narrow_nan_style = nth<NanStyle>(in.ConsumeIntegral<std::uint8_t>());
+  p.quirks.narrow_nan_below = in.ConsumeBool() ? 16 : 32;
+  p.quirks.nan_decode = nth<NanDecode>(in.ConsumeIntegral<std::uint8_t>());
+  p.quirks.unsigned_negative = nth<UnsignedNegative>(in.ConsumeIntegral<std::uint8_t>());
+  p.quirks.zero_into_no_zero = nth<ZeroIntoNoZero>(in.ConsumeIntegral<std::uint8_t>());
+  const auto q = in.ConsumeIntegral<std::uint8_t>();
+  p.quirks.numpy_half_nan = q & 1;
+  p.quirks.identity_copies = (q >> 1) & 1;
+  p.quirks.nozero_lowest_binade_rounds_up = (q >> 2) & 1;
+  p.quirks.infinity_ignores_saturation = (q >> 3) & 1;
   return p;
 }
 
@@ -72,9 +76,9 @@ inline std::string policy_text(const Policy& p) {
   const Quirks& q = p.quirks;
   return "rounding " + std::to_string(int(p.rounding)) + " overflow " + std::to_string(int(p.overflow)) +
          " subnormals " + std::to_string(int(p.subnormals)) + " tininess " + std::to_string(int(p.tininess)) +
-         " sr_bits " + std::to_string(p.sr_bits) + " quirks " + std::to_string(int(q.nan_to_no_nan)) + "/" +
-         std::to_string(int(q.nan_style)) + "/" + std::to_string(int(q.unsigned_negative)) + "/" +
-         std::to_string(int(q.zero_into_no_zero)) + "/" + std::to_string(q.numpy_half_nan) + "/" +
+         " sr_bits " + std::to_string(p.sr_bits) + " quirks " + name(q.nan_to_no_nan) + "/" + name(q.nan_style) + "/" +
+         name(q.narrow_nan_style) + "/" + std::to_string(int(q.narrow_nan_below)) + "/" + name(q.nan_decode) + "/" +
+         name(q.unsigned_negative) + "/" + name(q.zero_into_no_zero) + "/" + std::to_string(q.numpy_half_nan) + "/" +
          std::to_string(q.identity_copies) + "/" + std::to_string(q.nozero_lowest_binade_rounds_up) + "/" +
          std::to_string(q.infinity_ignores_saturation);
 }

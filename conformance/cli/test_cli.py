@@ -228,7 +228,8 @@ def test_table_refuses_wide_formats():
 
 # ---- profiles -------------------------------------------------------------------------------------
 
-PROFILES = ["ocp", "cuda", "ml_dtypes", "llvm", "te", "torchao", "microxcaling", "p3109"]
+PROFILES = ["ocp", "cuda", "ml_dtypes", "llvm", "te", "torchao", "torch", "torch-strided", "torch-default",
+            "torch-2.12", "xla", "microxcaling", "p3109"]
 
 
 def test_profiles_lists_all():
@@ -237,6 +238,13 @@ def test_profiles_lists_all():
         assert re.search(rf"^{p}\b", out, re.M), p
     j = json.loads(ok(["profiles", "--json"]))
     assert [p["name"] for p in j] == PROFILES
+    # Each profile names the version of the implementation it reproduces, in both outputs.
+    versions = {p["name"]: p["version"] for p in j}
+    assert versions["torch"] == "torch 2.15.0" and versions["xla"] == "jaxlib 0.10.2"
+    assert re.search(r"^torch: .*\(reproduces torch 2\.15\.0\)$", out, re.M)
+    # Per-target NaN styles (PyTorch's bfloat16 NaN is 0xFFFF from f32, 0x7FC0 from narrower sources).
+    bf16 = next(r for r in next(p for p in j if p["name"] == "torch")["targets"] if r["format"] == "bf16")
+    assert bf16["nan_style"] == "negative_all_ones" and bf16["narrow_nan_style"] == "positive_quiet"
 
 
 def test_profiles_json_quirks():

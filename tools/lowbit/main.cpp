@@ -232,6 +232,9 @@ json rule_json(const lowbit::TargetRule& r) {
   j["overflows"] = mode_names(r.overflows, false);
   j["default_overflow"] = lowbit::name(r.default_overflow);
   j["note"] = r.note;
+  j["nan_style"] = r.nan_style ? json(lowbit::name(*r.nan_style)) : json(nullptr);
+  j["narrow_nan_style"] = r.narrow_nan_style ? json(lowbit::name(*r.narrow_nan_style)) : json(nullptr);
+  j["narrow_nan_below"] = r.narrow_nan_below ? json(*r.narrow_nan_below) : json(nullptr);
   return j;
 }
 
@@ -239,9 +242,13 @@ json profile_json(const lowbit::Profile& p) {
   json j;
   j["name"] = p.name;
   j["description"] = p.description;
+  j["version"] = p.version;
   const lowbit::Quirks& q = p.quirks;
   j["quirks"] = {{"nan_to_no_nan", lowbit::name(q.nan_to_no_nan)},
                  {"nan_style", lowbit::name(q.nan_style)},
+                 {"narrow_nan_style", lowbit::name(q.narrow_nan_style)},
+                 {"narrow_nan_below", q.narrow_nan_below},
+                 {"nan_decode", lowbit::name(q.nan_decode)},
                  {"unsigned_negative", lowbit::name(q.unsigned_negative)},
                  {"zero_into_no_zero", lowbit::name(q.zero_into_no_zero)},
                  {"numpy_half_nan", q.numpy_half_nan},
@@ -278,7 +285,7 @@ void run_profiles(bool diff, bool as_json) {
       return;
     }
     for (const lowbit::Profile& p : all) {
-      std::cout << p.name << ": " << p.description << '\n';
+      std::cout << p.name << ": " << p.description << " (reproduces " << p.version << ")\n";
       std::string targets;
       for (const lowbit::TargetRule& r : p.targets)
         append(targets, ", ", std::string(r.target->name) + " " + rule_text(r));
