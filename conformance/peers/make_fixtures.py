@@ -3,7 +3,9 @@
     python conformance/peers/make_fixtures.py torch      # torch as installed: its version and CPU dispatch
     ATEN_CPU_CAPABILITY=default python conformance/peers/make_fixtures.py torch
     python conformance/peers/make_fixtures.py xla        # jax / jaxlib on the CPU
-    python conformance/peers/make_fixtures.py mmasim     # MMA-Sim's tensor-core models (test_mmasim's cases)
+    LOWBIT=build/tools/lowbit/lowbit python conformance/peers/make_fixtures.py mmasim
+                                                         # MMA-Sim's models (test_mmasim's cases; lowbit
+                                                         # runs beside it, its results are not stored)
 
 Each run writes one file named after the peer, its version and how it ran, holding peerlib.fixture_inputs
 and the codes the peer gave for them, with the lowbit profile that must reproduce them.  The quick tier's

@@ -190,6 +190,29 @@ def lowbit_codes(source, target, profile, codes, extra=()):
     return run.codes
 
 
+def code_texts(codes, fmt):
+    """Codes as the "0x..." strings of lowbit's JSON (all hex digits of the storage)."""
+    digits = 2 * width(fmt) if fmt in FORMATS else 2
+    return [f"0x{int(x):0{digits}x}" for x in np.asarray(codes).reshape(-1)]
+
+
+def lowbit_gemm(model, fa, fb, a, b, c, scale_format=None, sa=None, sb=None):
+    """`lowbit gemm --model M` on codes: A (m x k of fa), B (k x n of fb), C (m x n f32 codes) and, for the
+    block-scaled models, the scale codes; returns D's codes (m x n)."""
+    m, k = a.shape
+    n = b.shape[1]
+    doc = {"m": m, "n": n, "k": k, "a_format": fa, "b_format": fb, "a": code_texts(a, fa), "b": code_texts(b, fb),
+           "c": code_texts(c, "f32")}
+    if scale_format is not None:
+        doc |= {"scale_format": scale_format, "a_scales": code_texts(sa, "e8m0"), "b_scales": code_texts(sb, "e8m0")}
+    run = subprocess.run([LOWBIT, "gemm", "--model", model], input=json.dumps(doc).encode(), capture_output=True,
+                         check=False)
+    assert run.returncode == 0, f"lowbit gemm --model {model}: {run.stderr.decode()}"
+    d = json.loads(run.stdout)["d"]
+    flat = [x for row in d for x in (row if isinstance(row, list) else [row])]
+    return np.array([int(x, 16) for x in flat], dtype=np.uint64).reshape(m, n)
+
+
 # ---- the comparison ----------------------------------------------------------------------------------
 
 def hexs(v, fmt):
@@ -261,6 +284,14 @@ class FixtureWriter:
         self.arrays = {}
         self.rows = []
 
+    def add_arrays(self, row, **arrays):
+        """A case of named arrays (a GEMM's operands, the peer's result, the mask of compared outputs)."""
+        k = len(self.rows)
+        for name, arr in arrays.items():
+            if arr is not None:
+                self.arrays[f"{name}{k}"] = np.ascontiguousarray(arr)
+        self.rows.append(dict(row, case=k, arrays=[n for n, v in arrays.items() if v is not None]))
+
     def add(self, row, inputs_key, inputs, outputs):
         if inputs_key in self.arrays:
             assert np.array_equal(self.arrays[inputs_key], inputs), inputs_key
@@ -285,5 +316,10 @@ def load_fixture(path):
     """(meta, [(row, inputs, outputs)]) of a fixture file."""
     with np.load(path) as z:
         doc = json.loads(bytes(z["meta"]).decode())
-        cases = [(row, z[row["inputs"]], z[f"o{row['case']}"]) for row in doc["cases"]]
+        cases = []
+        for row in doc["cases"]:
+            if "arrays" in row:
+                cases.append((row, {n: z[f"{n}{row['case']}"] for n in row["arrays"]}, None))
+            else:
+                cases.append((row, z[row["inputs"]], z[f"o{row['case']}"]))
     return doc["meta"], cases

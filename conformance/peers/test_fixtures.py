@@ -32,3 +32,33 @@ def test_cast_fixture(path):
         if c.bad.size:
             failures.append(c.report(6))
     assert not failures, f"{len(failures)} of {len(cases)} cases differ ({meta}):\n" + "\n".join(failures[:8])
+
+
+GEMMS = [f for f in FILES if os.path.basename(f).startswith("mmasim")]
+
+
+def test_gemm_fixtures_present():
+    assert any(os.path.basename(f) == "mmasim-2.1.1.npz" for f in GEMMS), \
+        "fixture mmasim-2.1.1.npz is missing (conformance/peers/make_fixtures.py mmasim writes it)"
+
+
+@pytest.mark.parametrize("path", GEMMS, ids=[os.path.basename(f) for f in GEMMS])
+def test_gemm_fixture(path):
+    """MMA-Sim's dot products (test_mmasim.py's cases) through `lowbit gemm --model`, on the outputs that
+    test compares (the mask leaves out those where MMA-Sim 2.1.1's zero-term exponent decides)."""
+    meta, cases = peerlib.load_fixture(path)
+    models = set()
+    failures = []
+    compared = 0
+    for row, arrays, _ in cases:
+        got = peerlib.lowbit_gemm(row["model"], row["a_format"], row["b_format"], arrays["a"], arrays["b"],
+                                  arrays["c"], row["scale_format"], arrays.get("sa"), arrays.get("sb"))
+        keep = arrays["keep"]
+        want = arrays["d"].astype(np.uint64)
+        compared += int(keep.sum())
+        models.add(row["model"])
+        for i, j in zip(*np.nonzero((want != got) & keep)):
+            failures.append(f"{row['model']} {row['label']} [{i},{j}]: mmasim {int(want[i, j]):#x}, lowbit {int(got[i, j]):#x}")
+    assert compared > 0, "nothing was compared"
+    assert len(models) == 15, sorted(models)
+    assert not failures, f"{len(failures)} outputs differ ({meta}):\n" + "\n".join(failures[:10])
