@@ -301,20 +301,25 @@ void run_profiles(bool diff, bool as_json) {
     std::cout << out.dump(2) << '\n';
     return;
   }
-  std::vector<std::vector<std::string>> table;
-  std::vector<std::string> head = {"target", "input"};
-  for (const lowbit::Profile& p : all) head.push_back(p.name);
-  table.push_back(head);
+  // The divergence matrix: per format and input class, which implementations agree, with the example.
+  std::vector<std::vector<std::string>> table = {{"format", "class", "input", "result: implementations"}};
   for (const lowbit::DiffRow& r : rows) {
-    std::vector<std::string> line = {r.probe->target, r.probe->input};
-    for (const lowbit::DiffCell& c : r.cells) line.push_back(cell_text(c));
-    table.push_back(line);
+    bool first = true;
+    for (const lowbit::DiffGroup& g : r.groups()) {
+      std::string names;
+      for (const lowbit::Profile* p : g.profiles) append(names, " ", p->name);
+      table.push_back({first ? r.probe->target : "", first ? lowbit::name(r.probe->cls) : "", first ? r.probe->input : "",
+                       cell_text(*g.example) + ": " + names});
+      first = false;
+    }
   }
   print_table(table);
   std::cout << '\n';
-  for (const lowbit::DiffRow& r : rows) std::cout << r.probe->target << " " << r.probe->input << ": " << r.probe->shows << '\n';
-  std::cout << "(n/a: the profile has no such conversion without options; int8 under microxcaling is int8sm; "
-               "undefined: the implementation has no defined result)\n";
+  for (const lowbit::DiffRow& r : rows)
+    std::cout << r.probe->target << " " << r.probe->input << ": " << r.probe->shows << '\n';
+  std::cout << "(a profile missing from a row has no such conversion without options; int8 under microxcaling is "
+               "int8sm; undefined: the implementation has no defined result; FORMAT:0xCODE inputs are codes of "
+               "that format)\n";
 }
 
 // ---- lowbit decode / table ------------------------------------------------------------------------
