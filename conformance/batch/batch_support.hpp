@@ -25,8 +25,7 @@ inline std::string describe(const Policy& p) {
   if (is_stochastic(p.rounding)) s << "/sr_bits=" << p.sr_bits;
   s << " quirks{nan_to_no_nan=" << name(p.quirks.nan_to_no_nan) << ",nan_style=" << name(p.quirks.nan_style)
     << ",narrow_nan_style=" << name(p.quirks.narrow_nan_style) << ",narrow_nan_below=" << int(p.quirks.narrow_nan_below)
-    << ",nan_decode=" << name(p.quirks.nan_decode)
-    << ",unsigned_negative=" << name(p.quirks.unsigned_negative)
+    << ",nan_decode=" << name(p.quirks.nan_decode) << ",unsigned_negative=" << name(p.quirks.unsigned_negative)
     << ",zero_into_no_zero=" << name(p.quirks.zero_into_no_zero) << ",numpy_half_nan=" << p.quirks.numpy_half_nan
     << ",identity_copies=" << p.quirks.identity_copies
     << ",nozero_lowest_binade_rounds_up=" << p.quirks.nozero_lowest_binade_rounds_up << '}';
@@ -122,7 +121,8 @@ inline std::vector<Quirks> nan_source_quirks() {
     for (NanStyle narrow : all<NanStyle>())
       for (NanDecode d : all<NanDecode>())
         for (std::uint8_t below : {std::uint8_t{32}, std::uint8_t{16}})
-          v.push_back(Quirks{.nan_style = wide, .narrow_nan_style = narrow, .narrow_nan_below = below, .nan_decode = d});
+          v.push_back(
+              Quirks{.nan_style = wide, .narrow_nan_style = narrow, .narrow_nan_below = below, .nan_decode = d});
   return v;
 }
 

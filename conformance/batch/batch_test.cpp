@@ -183,12 +183,14 @@ TEST(BatchQuirks, EveryProfileTarget) {
       if (rule.target->storage_bits() > 16) continue;
       std::string error;
       PolicyRequest req;
-      if (!rule.default_rounding) req.rounding = nth<Rounding>(static_cast<std::size_t>(std::countr_zero(rule.roundings)));
+      if (!rule.default_rounding)
+        req.rounding = nth<Rounding>(static_cast<std::size_t>(std::countr_zero(rule.roundings)));
       const auto r = resolve(&prof, *rule.target, req, error);
       ASSERT_TRUE(r) << prof.name << ' ' << rule.target->name << ": " << error;
       const Policy& p = r->policy;
       for (const Format* from : {&formats::bf16, &formats::f16})
-        ASSERT_EQ(compare(*from, all, *r->target, p), 0u) << prof.name << ' ' << from->name << " -> " << r->target->name;
+        ASSERT_EQ(compare(*from, all, *r->target, p), 0u)
+            << prof.name << ' ' << from->name << " -> " << r->target->name;
       ASSERT_EQ(compare(formats::f32, random_f32(*r->target, 4096, 31), *r->target, p), 0u)
           << prof.name << " f32 -> " << r->target->name;
     }

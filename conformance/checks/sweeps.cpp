@@ -77,7 +77,8 @@ std::vector<NamedPolicy> sweep_policies(bool reduced) {
   std::vector<Quirks> seen;  // a quirk set shared by several profiles (torch and its variants) is swept once
   for (const Profile& prof : profiles()) {
     // The profile's quirks, and each target rule's NaN styles on top of them (TargetRule::nan_style ...).
-    std::vector<std::pair<Quirks, std::string>> quirk_sets = {{prof.quirks, std::string("quirks of profile ") + prof.name}};
+    std::vector<std::pair<Quirks, std::string>> quirk_sets = {
+        {prof.quirks, std::string("quirks of profile ") + prof.name}};
     for (const TargetRule& rule : prof.targets) {
       if (!rule.nan_style && !rule.narrow_nan_style && !rule.narrow_nan_below) continue;
       Quirks q = prof.quirks;

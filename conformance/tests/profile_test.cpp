@@ -1,11 +1,12 @@
 // Profile resolution: a profile's defaults replace the built-in ones, explicit options replace both,
 // and a combination the implementation does not have is an error naming the option (foundation
 // issue §4; SEMANTICS.md §3 for what each implementation offers).
+#include "lowbit/profile.hpp"
+
 #include <gtest/gtest.h>
 
 #include "lowbit/convert.hpp"
 #include "lowbit/exact.hpp"
-#include "lowbit/profile.hpp"
 #include "lowbit/registry.hpp"
 
 namespace {
@@ -183,15 +184,15 @@ std::uint64_t code_under(const char* profile, const Format& from, std::uint64_t 
 // torch 2.15.0, torch/headeronly/util/Float8_e4m3fn.h:206-213, Float8_e5m2.h:117-119.
 TEST(PeerProfiles, TorchFloat8) {
   const auto& f32 = formats::f32;
-  EXPECT_EQ(code_under("torch", f32, 0x43F00000, formats::e4m3), 0x7Eu);  // 480 saturates
-  EXPECT_EQ(code_under("torch", f32, 0xFF800000, formats::e4m3), 0xFEu);  // -Inf saturates
-  EXPECT_EQ(code_under("torch", f32, 0xFFC00000, formats::e4m3), 0xFFu);  // -NaN keeps its sign
+  EXPECT_EQ(code_under("torch", f32, 0x43F00000, formats::e4m3), 0x7Eu);       // 480 saturates
+  EXPECT_EQ(code_under("torch", f32, 0xFF800000, formats::e4m3), 0xFEu);       // -Inf saturates
+  EXPECT_EQ(code_under("torch", f32, 0xFFC00000, formats::e4m3), 0xFFu);       // -NaN keeps its sign
   EXPECT_EQ(code_under("torch-2.12", f32, 0x43F00000, formats::e4m3), 0x7Fu);  // 2.12.1: NaN
   EXPECT_EQ(code_under("torch-2.12", f32, 0xFF800000, formats::e4m3), 0xFFu);
-  EXPECT_EQ(code_under("torch", f32, 0x476F0000, formats::e5m2), 0x7Bu);  // 61184 -> 57344
-  EXPECT_EQ(code_under("torch", f32, 0x47700000, formats::e5m2), 0x7Cu);  // 61440 -> Inf, no saturation
-  EXPECT_EQ(code_under("torch", f32, 0x7FC00000, formats::e5m2), 0x7Fu);  // NaN: every mantissa bit set
-  EXPECT_EQ(code_under("torch", f32, 0xFF800001, formats::e5m2), 0xFFu);  // ... with the input's sign
+  EXPECT_EQ(code_under("torch", f32, 0x476F0000, formats::e5m2), 0x7Bu);      // 61184 -> 57344
+  EXPECT_EQ(code_under("torch", f32, 0x47700000, formats::e5m2), 0x7Cu);      // 61440 -> Inf, no saturation
+  EXPECT_EQ(code_under("torch", f32, 0x7FC00000, formats::e5m2), 0x7Fu);      // NaN: every mantissa bit set
+  EXPECT_EQ(code_under("torch", f32, 0xFF800001, formats::e5m2), 0xFFu);      // ... with the input's sign
   EXPECT_EQ(code_under("torch", f32, 0x43780000, formats::e4m3fnuz), 0x80u);  // 248: a carry onto NaN
   EXPECT_EQ(code_under("torch", f32, 0x80000000, formats::e4m3fnuz), 0x00u);  // -0 -> +0
 }
@@ -218,8 +219,8 @@ TEST(PeerProfiles, TorchHalfNans) {
   EXPECT_EQ(code_under("torch", f32, 0x7FC00000, formats::bf16), 0xFFFFu);  // cvtfp32_bf16
   EXPECT_EQ(code_under("torch", f32, 0x7F810000, formats::bf16), 0xFFFFu);
   EXPECT_EQ(code_under("torch-strided", f32, 0xFF810000, formats::bf16), 0x7FC0u);  // BFloat16.h:108
-  EXPECT_EQ(code_under("torch", formats::f16, 0xFE00, formats::bf16), 0x7FC0u);  // narrow source: scalar
-  EXPECT_EQ(code_under("torch", f32, 0x7F810000, formats::f16), 0x7E08u);  // vcvtps2ph keeps the payload
+  EXPECT_EQ(code_under("torch", formats::f16, 0xFE00, formats::bf16), 0x7FC0u);     // narrow source: scalar
+  EXPECT_EQ(code_under("torch", f32, 0x7F810000, formats::f16), 0x7E08u);           // vcvtps2ph keeps the payload
   EXPECT_EQ(code_under("torch", f32, 0xFFA00000, formats::f16), 0xFF00u);
   EXPECT_EQ(code_under("torch-default", formats::bf16, 0x7F81, formats::f16), 0x7E00u);  // Half.h:295-297
   EXPECT_EQ(code_under("torch-default", f32, 0x7F810000, formats::f16), 0x7E08u);
@@ -241,12 +242,12 @@ TEST(PeerProfiles, Xla) {
   EXPECT_EQ(code_under("xla", f32, 0x7F800001, formats::f16), 0x7E00u);  // quiet, top payload bits
   EXPECT_EQ(code_under("xla", f32, 0xFF810000, formats::f16), 0xFE08u);
   EXPECT_EQ(code_under("xla", formats::bf16, 0xFF81, formats::f16), 0xFE08u);
-  EXPECT_EQ(code_under("xla", formats::e5m2, 0x7D, formats::f16), 0x7E00u);  // extf: getNaN | sign
-  EXPECT_EQ(code_under("xla", f32, 0xFF800001, formats::e5m2), 0xFEu);  // ConvertImpl: quiet, signed
-  EXPECT_EQ(code_under("xla", formats::f16, 0xFE00, formats::e5m2), 0x7Fu);  // EmitF16ToF8e5m2
-  EXPECT_EQ(code_under("xla", formats::bf16, 0xFFC1, formats::e5m2), 0x7Fu);  // via f32 and f16
+  EXPECT_EQ(code_under("xla", formats::e5m2, 0x7D, formats::f16), 0x7E00u);     // extf: getNaN | sign
+  EXPECT_EQ(code_under("xla", f32, 0xFF800001, formats::e5m2), 0xFEu);          // ConvertImpl: quiet, signed
+  EXPECT_EQ(code_under("xla", formats::f16, 0xFE00, formats::e5m2), 0x7Fu);     // EmitF16ToF8e5m2
+  EXPECT_EQ(code_under("xla", formats::bf16, 0xFFC1, formats::e5m2), 0x7Fu);    // via f32 and f16
   EXPECT_EQ(code_under("xla", formats::e4m3fnuz, 0x80, formats::e4m3), 0x7Fu);  // "positive but encoded as -0"
-  EXPECT_EQ(code_under("xla", f32, 0x80000000, formats::e8m0), 0xFFu);  // -0 into e8m0: NaN
+  EXPECT_EQ(code_under("xla", f32, 0x80000000, formats::e8m0), 0xFFu);          // -0 into e8m0: NaN
 }
 
 TEST(PeerProfiles, EveryProfileNamesItsVersion) {

@@ -18,7 +18,8 @@ const std::vector<DiffProbe>& profile_diff_probes() {
       {C::nan, "e4m3", "e4m3fnuz:0x80", "the fnuz NaN (the -0 code): negative (ml_dtypes) or positive (torch, XLA)"},
       {C::overflow, "e4m3", "480", "finite overflow: NaN without saturation (torch before 2.13), 448 with it"},
       {C::subnormal, "e4m3", "0.0009765625", "the subnormal tie 2^-10: to even (0) or away (2^-9, microxcaling)"},
-      {C::nan, "e5m2", "f32:0xffc00000", "NaN: quiet of its sign (0xfe), every mantissa bit set (0xff, torch), or +0x7f"},
+      {C::nan, "e5m2", "f32:0xffc00000",
+       "NaN: quiet of its sign (0xfe), every mantissa bit set (0xff, torch), or +0x7f"},
       {C::nan, "e5m2", "f16:0xfe00", "NaN from f16: XLA's EmitF16ToF8e5m2 gives 0x7f whatever the sign"},
       {C::inf, "e5m2", "inf", "infinity into a format with Inf: kept (nosat) or clamped to max (satfinite)"},
       {C::overflow, "e5m2", "61440", "the e5m2 tie above max: Inf without saturation (torch), 57344 with it"},
@@ -38,7 +39,8 @@ const std::vector<DiffProbe>& profile_diff_probes() {
       {C::inf, "e8m0", "inf", "infinity into e8m0: 2^127 (0xfe) or NaN (0xff)"},
       {C::overflow, "e8m0", "3e38", "just above 2^127 into e8m0: 2^127 or NaN"},
       {C::subnormal, "e8m0", "1e-40", "below 2^-127 into e8m0: the smallest value"},
-      {C::subnormal, "e8m0", "f32:0x00400001", "just above 2^-127: rounds up to 2^-126 (torch, ml_dtypes) or to 2^-127"},
+      {C::subnormal, "e8m0", "f32:0x00400001",
+       "just above 2^-127: rounds up to 2^-126 (torch, ml_dtypes) or to 2^-127"},
   };
   return probes;
 }

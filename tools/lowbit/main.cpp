@@ -308,8 +308,8 @@ void run_profiles(bool diff, bool as_json) {
     for (const lowbit::DiffGroup& g : r.groups()) {
       std::string names;
       for (const lowbit::Profile* p : g.profiles) append(names, " ", p->name);
-      table.push_back({first ? r.probe->target : "", first ? lowbit::name(r.probe->cls) : "", first ? r.probe->input : "",
-                       cell_text(*g.example) + ": " + names});
+      table.push_back({first ? r.probe->target : "", first ? lowbit::name(r.probe->cls) : "",
+                       first ? r.probe->input : "", cell_text(*g.example) + ": " + names});
       first = false;
     }
   }
@@ -498,12 +498,13 @@ void convert_raw(const Format& from, const Format& to, const lowbit::Policy& pol
     // pattern is a code (f32 and the like: code_bits fills the storage, no code shift).
     if (table.empty() && use_batch) {
       if (may_be_undefined) batch_flags.resize(whole);
-      lowbit::convert_batch(from, in.data(), whole, to, policy, res.data(), may_be_undefined ? batch_flags.data() : nullptr,
-                            nullptr, nullptr);
+      lowbit::convert_batch(from, in.data(), whole, to, policy, res.data(),
+                            may_be_undefined ? batch_flags.data() : nullptr, nullptr, nullptr);
       for (std::size_t i = 0; may_be_undefined && i < whole; ++i) {
         if (!(batch_flags[i] & lowbit::flag::unsupported)) continue;
         std::uint64_t v = 0;
-        for (int b = in_w - 1; b >= 0; --b) v = (v << 8) | in[i * static_cast<std::size_t>(in_w) + static_cast<std::size_t>(b)];
+        for (int b = in_w - 1; b >= 0; --b)
+          v = (v << 8) | in[i * static_cast<std::size_t>(in_w) + static_cast<std::size_t>(b)];
         stop_undefined(i, v);
       }
     } else {
@@ -659,8 +660,7 @@ void run_convert(const ConvertOptions& o) {
         r = lowbit::convert(*from, *v, to, policy, rbits);
       }
     }
-    if (r.flags & lowbit::flag::unsupported)
-      fail(no_defined_result(profile, shown, to));
+    if (r.flags & lowbit::flag::unsupported) fail(no_defined_result(profile, shown, to));
     std::string s = hex_code(to, r.code);
     if (o.flags) s += " " + flags_text(r.flags);
     s += '\n';

@@ -77,9 +77,11 @@ nlohmann::ordered_json profile_difference_rows(bool short_values) {
     for (const DiffGroup& g : r.groups()) {
       const DiffCell& c = *g.example;
       nlohmann::ordered_json gj{{"target", c.target->name}};
-      gj["code"] = c.unsupported ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(hex(*c.target, c.result.code));
-      gj["value"] = c.unsupported ? nlohmann::ordered_json("undefined")
-                                  : nlohmann::ordered_json(short_values ? short_value(*c.target, c.result.code) : c.value);
+      gj["code"] =
+          c.unsupported ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(hex(*c.target, c.result.code));
+      gj["value"] = c.unsupported
+                        ? nlohmann::ordered_json("undefined")
+                        : nlohmann::ordered_json(short_values ? short_value(*c.target, c.result.code) : c.value);
       nlohmann::ordered_json names = nlohmann::ordered_json::array();
       for (const Profile* p : g.profiles) names.push_back(p->name);
       gj["profiles"] = names;

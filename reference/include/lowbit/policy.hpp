@@ -89,9 +89,9 @@ inline constexpr std::uint8_t unsupported = 128;
 
 // NaN into a format that has no NaN (e2m1, e2m3, e3m2, int8).
 enum class NanToNoNan : std::uint8_t {
-  plus_max,      // +max with invalid (built-in default; CUDA's cvt)
-  flipped_zero,  // the zero code whose sign is the NaN's sign flipped (ml_dtypes' float4/float6)
-  unsupported,   // no defined result (LLVM APFloat asserts)
+  plus_max,       // +max with invalid (built-in default; CUDA's cvt)
+  flipped_zero,   // the zero code whose sign is the NaN's sign flipped (ml_dtypes' float4/float6)
+  unsupported,    // no defined result (LLVM APFloat asserts)
   negative_zero,  // the -0 code whatever the NaN's sign (XLA's CPU casts into float4_e2m1fn)
 };
 inline constexpr Named<NanToNoNan> nan_to_no_nan_names[] = {
