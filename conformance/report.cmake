@@ -2,8 +2,7 @@
 # contents and determinism, the rendered files and bad arguments (report_contract), and the page in
 # headless Chromium (report_browser).  The last two generate a quick report, as CI's quick tier does.
 add_executable(test_report_random ${CMAKE_CURRENT_SOURCE_DIR}/report/test_random.cpp)
-target_include_directories(test_report_random PRIVATE ${PROJECT_SOURCE_DIR}/tools/lowbit)
-target_link_libraries(test_report_random PRIVATE GTest::gtest_main)
+target_link_libraries(test_report_random PRIVATE lowbit::elements GTest::gtest_main)
 include(GoogleTest)
 gtest_discover_tests(test_report_random PROPERTIES LABELS quick DISCOVERY_TIMEOUT 60)
 

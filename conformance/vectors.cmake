@@ -1,8 +1,7 @@
 # Golden vectors, `lowbit check` and `lowbit gate` (vectors/SPEC.md): the command-line tests (pytest)
 # and the SHA-256 known answers of FIPS 180-4.
 add_executable(lowbit_sha256_test ${CMAKE_CURRENT_SOURCE_DIR}/vectors/sha256_test.cpp)
-target_include_directories(lowbit_sha256_test PRIVATE ${PROJECT_SOURCE_DIR}/tools/lowbit)
-target_link_libraries(lowbit_sha256_test PRIVATE GTest::gtest_main)
+target_link_libraries(lowbit_sha256_test PRIVATE lowbit::elements GTest::gtest_main)
 add_test(NAME vectors_sha256 COMMAND lowbit_sha256_test)
 set_tests_properties(vectors_sha256 PROPERTIES LABELS quick)
 

@@ -22,7 +22,7 @@
 
 #include "fuzz_support.hpp"
 #include "lowbit/io.hpp"
-#include "sha256.hpp"
+#include "lowbit/sha256.hpp"
 #include "vectors.hpp"
 
 using namespace lowbit;
@@ -98,7 +98,7 @@ void suite(std::string_view text, bool fix_checksums) {
       if (m.is_object() && m.contains("files") && m["files"].is_array())
         for (nlohmann::json& e : m["files"])
           if (e.is_object() && e.contains("path") && e["path"].is_string())
-            e["sha256"] = cli::Sha256::of(files[e["path"].get<std::string>()]);
+            e["sha256"] = Sha256::of(files[e["path"].get<std::string>()]);
       files["manifest.json"] = m.dump(2) + "\n";
     } catch (const nlohmann::json::exception&) {
     }

@@ -64,8 +64,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                      "e4m3fnuz", "e5m2fnuz"});
   const Format& pb = fp4 ? pa : pick(in, {"e4m3", "e5m2", "e2m1", "e2m3", "e3m2", "bf16", "f16", "tf32", "f32", "int8"});
   // hopper-fp8-mma-sync takes only formats that f16 holds exactly (it refuses the others); e4m3 in their place.
-  const Format& fa = G::takes_operands(model, pa) ? pa : formats::e4m3;
-  const Format& fb = G::takes_operands(model, pb) ? pb : formats::e4m3;
+  const Format& fa = G::defined_on(model, pa) ? pa : formats::e4m3;
+  const Format& fb = G::defined_on(model, pb) ? pb : formats::e4m3;
   const Format* sf = nullptr;
   if (scaled) sf = model.scale_block == 16 ? find_format("ue4m3") : find_format("e8m0");
   const int k = in.ConsumeIntegralInRange<int>(1, model.group);

@@ -120,7 +120,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (in.ConsumeIntegralInRange<int>(0, 3) == 0) {
     o.element_policy = fuzz::draw_policy(in);
   } else if (in.ConsumeBool()) {
-    o.element_policy.rounding = static_cast<Rounding>(in.ConsumeIntegralInRange<int>(0, 8));
+    o.element_policy.rounding = fuzz::draw<Rounding>(in);
     if (is_stochastic(o.element_policy.rounding)) o.element_policy.sr_bits = in.ConsumeIntegralInRange<int>(1, 32);
   }
   const int rows = in.ConsumeIntegralInRange<int>(1, 20);

@@ -9,6 +9,7 @@
 
 #include "lowbit/format.hpp"
 #include "lowbit/names.hpp"
+#include "lowbit/text.hpp"
 #include "lowbit/policy.hpp"
 #include "lowbit/registry.hpp"
 
@@ -30,26 +31,33 @@ inline const std::vector<const Format*>& all_formats() {
   return list;
 }
 
+// One value of an enum, drawn over its name table (names.hpp): a new value is drawn without a change here.
+template <class E>
+E draw(FuzzedDataProvider& in) {
+  return nth<E>(in.ConsumeIntegralInRange<std::size_t>(0, count<E>() - 1));
+}
+
 // A policy with every field drawn, quirks included; stochastic modes get 1..32 random bits.
 inline Policy draw_policy(FuzzedDataProvider& in) {
   Policy p;
-  p.rounding = static_cast<Rounding>(in.ConsumeIntegralInRange<int>(0, 8));
-  p.overflow = static_cast<Overflow>(in.ConsumeIntegralInRange<int>(0, 2));
-  p.subnormals = static_cast<Subnormals>(in.ConsumeIntegralInRange<int>(0, 3));
-  p.tininess = static_cast<Tininess>(in.ConsumeIntegralInRange<int>(0, 1));
+  p.rounding = draw<Rounding>(in);
+  p.overflow = draw<Overflow>(in);
+  p.subnormals = draw<Subnormals>(in);
+  p.tininess = draw<Tininess>(in);
   p.sr_bits = is_stochastic(p.rounding) ? in.ConsumeIntegralInRange<int>(1, max_sr_bits) : 0;
-  p.quirks.nan_to_no_nan = nth<NanToNoNan>(in.ConsumeIntegral<std::uint8_t>());
-  p.quirks.nan_style = nth<NanStyle>(in.ConsumeIntegral<std::uint8_t>());
-  p.quirks.narrow_nan_style = nth<NanStyle>(in.ConsumeIntegral<std::uint8_t>());
+  const auto q = in.ConsumeIntegral<std::uint16_t>();
+  p.quirks.nan_to_no_nan = nth<NanToNoNan>(q & 0xF);
+  p.quirks.nan_style = nth<NanStyle>(q >> 4 & 0xF);
+  p.quirks.unsigned_negative = nth<UnsignedNegative>(q >> 8 & 0xF);
+  p.quirks.zero_into_no_zero = nth<ZeroIntoNoZero>(q >> 12 & 0xF);
+  p.quirks.narrow_nan_style = draw<NanStyle>(in);
   p.quirks.narrow_nan_below = in.ConsumeBool() ? 16 : 32;
-  p.quirks.nan_decode = nth<NanDecode>(in.ConsumeIntegral<std::uint8_t>());
-  p.quirks.unsigned_negative = nth<UnsignedNegative>(in.ConsumeIntegral<std::uint8_t>());
-  p.quirks.zero_into_no_zero = nth<ZeroIntoNoZero>(in.ConsumeIntegral<std::uint8_t>());
-  const auto q = in.ConsumeIntegral<std::uint8_t>();
-  p.quirks.numpy_half_nan = q & 1;
-  p.quirks.identity_copies = (q >> 1) & 1;
-  p.quirks.nozero_lowest_binade_rounds_up = (q >> 2) & 1;
-  p.quirks.infinity_ignores_saturation = (q >> 3) & 1;
+  p.quirks.nan_decode = draw<NanDecode>(in);
+  const auto b = in.ConsumeIntegral<std::uint8_t>();
+  p.quirks.numpy_half_nan = b & 1;
+  p.quirks.identity_copies = (b >> 1) & 1;
+  p.quirks.nozero_lowest_binade_rounds_up = (b >> 2) & 1;
+  p.quirks.infinity_ignores_saturation = (b >> 3) & 1;
   return p;
 }
 
@@ -66,19 +74,15 @@ inline std::uint32_t draw_rbits(FuzzedDataProvider& in, const Policy& p) {
   std::abort();
 }
 
-inline std::string hex(std::uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
+inline std::string hex(std::uint64_t v) { return lowbit::hex(v, 1); }
 
 inline std::string policy_text(const Policy& p) {
   const Quirks& q = p.quirks;
-  return "rounding " + std::to_string(int(p.rounding)) + " overflow " + std::to_string(int(p.overflow)) +
-         " subnormals " + std::to_string(int(p.subnormals)) + " tininess " + std::to_string(int(p.tininess)) +
-         " sr_bits " + std::to_string(p.sr_bits) + " quirks " + name(q.nan_to_no_nan) + "/" + name(q.nan_style) + "/" +
-         name(q.narrow_nan_style) + "/" + std::to_string(int(q.narrow_nan_below)) + "/" + name(q.nan_decode) + "/" +
-         name(q.unsigned_negative) + "/" + name(q.zero_into_no_zero) + "/" + std::to_string(q.numpy_half_nan) + "/" +
+  return std::string("rounding ") + name(p.rounding) + " overflow " + name(p.overflow) + " subnormals " +
+         name(p.subnormals) + " tininess " + name(p.tininess) + " sr_bits " + std::to_string(p.sr_bits) + " quirks " +
+         name(q.nan_to_no_nan) + "/" + name(q.nan_style) + "/" + name(q.narrow_nan_style) + "/" +
+         std::to_string(int(q.narrow_nan_below)) + "/" + name(q.nan_decode) + "/" + name(q.unsigned_negative) + "/" +
+         name(q.zero_into_no_zero) + "/" + std::to_string(q.numpy_half_nan) + "/" +
          std::to_string(q.identity_copies) + "/" + std::to_string(q.nozero_lowest_binade_rounds_up) + "/" +
          std::to_string(q.infinity_ignores_saturation);
 }

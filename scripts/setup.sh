@@ -22,10 +22,11 @@ jobs=${LOWBIT_JOBS:-$(nproc)}
 log() { printf '[setup %4ds] %s\n' "$SECONDS" "$*"; }
 
 # ---- Debian packages -----------------------------------------------------------------------------
-# What the top-level CMakeLists.txt finds, one package per dependency of DESIGN.md.
+# What the top-level CMakeLists.txt finds, one package per dependency (MPFR: the tests' second oracle; Eigen:
+# the benchmarks' peer).
 packages=(
   build-essential cmake ninja-build pkg-config ccache
-  libgmp-dev libmpfr-dev libboost-dev libeigen3-dev
+  libgmp-dev libmpfr-dev libeigen3-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libhwy-dev libtbb-dev
   # The sanitizer build and the fuzz targets (scripts/run-sanitize.sh): clang with libFuzzer and the

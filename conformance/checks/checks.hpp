@@ -1,7 +1,7 @@
 // The conformance checks, as a library: run from ctest (conformance/tests) and from `lowbit conform`.
 //
 // Each check compares one thing against its truth: the fast path against the exact path (exhaustive,
-// midpoint and stochastic sweeps), the library against facts written down in SEMANTICS.md (peer test
+// midpoint and stochastic sweeps), the library against facts written down in docs/semantics.md (peer test
 // cases, the CUDA table), or the library against the CUDA toolkit's own host conversions.  A check
 // returns how many cases it ran, how many disagreed, and a description of the first few that did
 // (format, policy, input, expected and actual codes with their decoded values).

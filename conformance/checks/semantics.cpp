@@ -1,4 +1,4 @@
-// Facts written down elsewhere, as data: SEMANTICS.md §6's peer test cases, the measured CUDA table
+// Facts written down elsewhere, as data: docs/semantics.md §6's peer test cases, the measured CUDA table
 // and the ml_dtypes table of §3, and the rules of §2 that name a result.  Every expected code below is
 // copied from (or, for a value the document gives as a number, encoded by hand from) the cited line;
 // none is computed by the library.  Each case runs under the profile of the implementation it
@@ -33,17 +33,17 @@ struct Case {
 constexpr std::uint8_t ux = flag::underflow | flag::inexact;
 constexpr std::uint8_t ox = flag::overflow | flag::inexact;
 
-// ---- SEMANTICS.md §6 ----------------------------------------------------------------------------
-const char* const llvm_e4m3 = "SEMANTICS.md §6: LLVM APFloatTest, e4m3 from decimal";
-const char* const sat_e4m3 = "SEMANTICS.md §6: e4m3 saturating / non-saturating";
-const char* const gfloat_e5m2 = "SEMANTICS.md §6: gfloat test_round.py, e5m2";
-const char* const llvm_e5m2_e4m3 = "SEMANTICS.md §6: LLVM APFloatTest ConvertE5M2ToE4M3FN";
-const char* const mld_e5m2_e4m3 = "SEMANTICS.md §6: ml_dtypes float8_test.cc, e5m2 0x1F -> e4m3";
-const char* const mld_f16_e5m2 = "SEMANTICS.md §6: ml_dtypes float8_test.cc, f16 -> e5m2";
-const char* const e5m2fnuz_dec = "SEMANTICS.md §6: e5m2fnuz from decimal";
-const char* const torchao_e2m1 = "SEMANTICS.md §6: torchao e2m1 (rne); codes from §1's E2M1 value list";
-const char* const torchao_e3m2 = "SEMANTICS.md §6: torchao e3m2";
-const char* const e8m0_up = "SEMANTICS.md §6: e8m0 round-up, f32 bits -> code";
+// ---- docs/semantics.md §6 ----------------------------------------------------------------------------
+const char* const llvm_e4m3 = "docs/semantics.md §6: LLVM APFloatTest, e4m3 from decimal";
+const char* const sat_e4m3 = "docs/semantics.md §6: e4m3 saturating / non-saturating";
+const char* const gfloat_e5m2 = "docs/semantics.md §6: gfloat test_round.py, e5m2";
+const char* const llvm_e5m2_e4m3 = "docs/semantics.md §6: LLVM APFloatTest ConvertE5M2ToE4M3FN";
+const char* const mld_e5m2_e4m3 = "docs/semantics.md §6: ml_dtypes float8_test.cc, e5m2 0x1F -> e4m3";
+const char* const mld_f16_e5m2 = "docs/semantics.md §6: ml_dtypes float8_test.cc, f16 -> e5m2";
+const char* const e5m2fnuz_dec = "docs/semantics.md §6: e5m2fnuz from decimal";
+const char* const torchao_e2m1 = "docs/semantics.md §6: torchao e2m1 (rne); codes from §1's E2M1 value list";
+const char* const torchao_e3m2 = "docs/semantics.md §6: torchao e3m2";
+const char* const e8m0_up = "docs/semantics.md §6: e8m0 round-up, f32 bits -> code";
 
 const Case section6[] = {
     {llvm_e4m3, "llvm", "text", "448", "e4m3", nullptr, nullptr, 0x7E},
@@ -114,8 +114,8 @@ const Case section6[] = {
     {e8m0_up, "torchao", "f32", "0x7F800000", "e8m0", "rup", nullptr, 255},
 };
 
-// ---- SEMANTICS.md §3: the CUDA 13.0 table (f32 inputs) --------------------------------------------
-const char* const cuda_table = "SEMANTICS.md §3: CUDA 13.0 toolkit table";
+// ---- docs/semantics.md §3: the CUDA 13.0 table (f32 inputs) --------------------------------------------
+const char* const cuda_table = "docs/semantics.md §3: CUDA 13.0 toolkit table";
 struct Column {
   const char* to;
   const char* rounding;
@@ -144,9 +144,9 @@ const Row cuda_rows[] = {
     {"0xC2C80000", "-100", {0xec, 0xec, 0xd6, 0xd6, 0xf, 0x3f, 0x3f, 0x85, 0x86}},
 };
 
-// ---- SEMANTICS.md §3: the ml_dtypes table (f32 inputs; "sat" = the saturating conversion) -----------
-const char* const mld_table = "SEMANTICS.md §3: ml_dtypes table (commit b793a6e)";
-const char* const mld_issue = "SEMANTICS.md §3: ml_dtypes issue 400";
+// ---- docs/semantics.md §3: the ml_dtypes table (f32 inputs; "sat" = the saturating conversion) -----------
+const char* const mld_table = "docs/semantics.md §3: ml_dtypes table (commit b793a6e)";
+const char* const mld_issue = "docs/semantics.md §3: ml_dtypes issue 400";
 const Case mldtypes_cases[] = {
     {mld_table, "ml_dtypes", "f32", "0x3FC00000", "e8m0", nullptr, nullptr, 0x80},  // 1.5: a tie rounds up
     {mld_table, "ml_dtypes", "f32", "0x40400000", "e8m0", nullptr, nullptr, 0x81},  // 3
@@ -194,10 +194,10 @@ const Case mldtypes_cases[] = {
 };
 
 // ---- §3 microxcaling, §2 rules with a named result, and the built-in defaults of the foundation issue --
-const char* const mx_block = "SEMANTICS.md §3: microxcaling MX-E4M3 block, scale 2^0, half away from zero";
-const char* const mx_rne = "SEMANTICS.md §3: the same block under rne gives 384 for 400";
-const char* const overflow_rules = "SEMANTICS.md §2: overflow thresholds and nosat rules";
-const char* const corner = "SEMANTICS.md §2 corner rules; foundation issue §3 defaults and flag rules";
+const char* const mx_block = "docs/semantics.md §3: microxcaling MX-E4M3 block, scale 2^0, half away from zero";
+const char* const mx_rne = "docs/semantics.md §3: the same block under rne gives 384 for 400";
+const char* const overflow_rules = "docs/semantics.md §2: overflow thresholds and nosat rules";
+const char* const corner = "docs/semantics.md §2 corner rules; foundation issue §3 defaults and flag rules";
 const Case rule_cases[] = {
     // Elements 448, 448, 416, -448, -448, -448, 2^-6, -2^-6 in e4m3 (§1: bias 7).
     {mx_block, "microxcaling", "text", "485", "e4m3", nullptr, nullptr, 0x7E},
@@ -324,17 +324,17 @@ Outcome cuda_table_check() {
 std::vector<Check> semantics_checks() {
   std::vector<Check> v;
   v.push_back({"semantics-peer-cases", Tier::quick,
-               "SEMANTICS.md §6: the peers' own test cases (LLVM, ml_dtypes, gfloat, torchao, TE), each under "
+               "docs/semantics.md §6: the peers' own test cases (LLVM, ml_dtypes, gfloat, torchao, TE), each under "
                "its profile",
                [](const Progress&) { return run_cases({section6}); }});
   v.push_back({"semantics-cuda-table", Tier::quick,
-               "SEMANTICS.md §3: the CUDA 13.0 toolkit table under --profile cuda",
+               "docs/semantics.md §3: the CUDA 13.0 toolkit table under --profile cuda",
                [](const Progress&) { return cuda_table_check(); }});
   v.push_back({"semantics-ml_dtypes-table", Tier::quick,
-               "SEMANTICS.md §3: the ml_dtypes table and issue 400 under --profile ml_dtypes",
+               "docs/semantics.md §3: the ml_dtypes table and issue 400 under --profile ml_dtypes",
                [](const Progress&) { return run_cases({mldtypes_cases}); }});
   v.push_back({"semantics-rules", Tier::quick,
-               "SEMANTICS.md §2-3 rules that name a result: overflow thresholds and nosat directions, round "
+               "docs/semantics.md §2-3 rules that name a result: overflow thresholds and nosat directions, round "
                "to odd at max, e8m0 ties, NaN into formats without NaN, microxcaling half-away",
                [](const Progress&) { return run_cases({rule_cases}); }});
   return v;

@@ -56,42 +56,6 @@ void Ticker::finish() {
   progress_(total_, total_);
 }
 
-std::string policy_text(const Policy& p) {
-  std::string s = std::string(name(p.rounding)) + " " + name(p.overflow) + " " + name(p.subnormals) + " " +
-                  name(p.tininess);
-  if (is_stochastic(p.rounding)) s += " sr-bits " + std::to_string(p.sr_bits);
-  return s;
-}
-
-namespace {
-std::string hex(std::uint64_t v, int digits) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "0x%0*llx", digits, static_cast<unsigned long long>(v));
-  return buf;
-}
-}  // namespace
-
-std::string code_and_value(const Format& f, std::uint64_t code) {
-  if (!f.valid_code(code)) return hex(code, f.hex_digits()) + " (not a code of " + f.name + ")";
-  return hex(code, f.hex_digits()) + " (" + exact::code_text(f, code) + ")";
-}
-
-std::string flags_text(std::uint8_t flags) {
-  std::string s;
-  auto add = [&](std::uint8_t bit, const char* n) {
-    if (!(flags & bit)) return;
-    if (!s.empty()) s += ',';
-    s += n;
-  };
-  add(flag::inexact, "inexact");
-  add(flag::underflow, "underflow");
-  add(flag::overflow, "overflow");
-  add(flag::infinite, "infinite");
-  add(flag::invalid, "invalid");
-  add(flag::unsupported, "unsupported");
-  return s.empty() ? "-" : s;
-}
-
 std::string result_text(const Format& f, const Result& r) {
   return code_and_value(f, r.code) + " flags " + flags_text(r.flags) + " ternary " + std::to_string(r.ternary);
 }
@@ -134,12 +98,19 @@ std::vector<const Format*> sweep_targets() {
   return v;
 }
 
+std::vector<Rounding> deterministic_modes() {
+  std::vector<Rounding> v;
+  for (Rounding r : all<Rounding>())
+    if (!is_stochastic(r)) v.push_back(r);
+  return v;
+}
+
 std::vector<Policy> deterministic_policies() {
   std::vector<Policy> v;
-  for (Rounding r : deterministic_modes)
-    for (Overflow o : overflow_modes)
-      for (Subnormals s : subnormal_modes)
-        for (Tininess t : tininess_rules) {
+  for (Rounding r : deterministic_modes())
+    for (Overflow o : all<Overflow>())
+      for (Subnormals s : all<Subnormals>())
+        for (Tininess t : all<Tininess>()) {
           Policy p;
           p.rounding = r;
           p.overflow = o;

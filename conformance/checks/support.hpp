@@ -11,7 +11,9 @@
 
 #include "checks.hpp"
 #include "lowbit/format.hpp"
+#include "lowbit/names.hpp"
 #include "lowbit/policy.hpp"
+#include "lowbit/text.hpp"
 
 namespace lowbit::checks {
 
@@ -47,11 +49,7 @@ class Ticker {
   std::mutex mutex_;
 };
 
-// "rne satfinite keep after" (+ " sr-bits N" for the stochastic modes).
-std::string policy_text(const Policy& p);
-// "0x7e (448)".
-std::string code_and_value(const Format& f, std::uint64_t code);
-std::string flags_text(std::uint8_t flags);
+// policy_text, code_and_value, flags_text: lowbit/text.hpp.
 std::string result_text(const Format& f, const Result& r);
 // One mismatch of a conversion from a code: "<from> 0x.. (v) -> <to> [<policy>]: expected ..., actual ...".
 std::string describe(const Format& from, std::uint64_t code, const Format& to, const Policy& p,
@@ -70,14 +68,11 @@ std::vector<const Format*> extra_formats();
 // (formats without zero also get 0 and half their smallest value); both signs; exact doubles.
 std::vector<double> midpoint_points(const Format& t);
 
-// Every deterministic policy: 6 roundings x 3 overflow modes x 4 subnormal modes x 2 tininess rules.
+// Every deterministic policy: each non-stochastic rounding x each overflow mode x each subnormal mode x each
+// tininess rule (the enums' name tables, names.hpp).
 std::vector<Policy> deterministic_policies();
-inline constexpr Rounding deterministic_modes[] = {Rounding::rne, Rounding::rna, Rounding::rtz,
-                                                  Rounding::rup, Rounding::rdn, Rounding::rto};
-inline constexpr Overflow overflow_modes[] = {Overflow::satfinite, Overflow::satpropagate, Overflow::nosat};
-inline constexpr Subnormals subnormal_modes[] = {Subnormals::keep, Subnormals::ftz, Subnormals::daz,
-                                                 Subnormals::ftz_daz};
-inline constexpr Tininess tininess_rules[] = {Tininess::after, Tininess::before};
+// The deterministic roundings (rne, rna, rtz, rup, rdn, rto), in table order.
+std::vector<Rounding> deterministic_modes();
 
 // Parallel loop over [0, n) in chunks (oneTBB); `body(begin, end)`.
 void parallel_chunks(std::uint64_t n, std::uint64_t grain, const std::function<void(std::uint64_t, std::uint64_t)>& body);

@@ -92,7 +92,7 @@ std::vector<NamedPolicy> sweep_policies(bool reduced) {
       if (std::find_if(seen.begin(), seen.end(), [&](const Quirks& s) { return s == q; }) != seen.end()) continue;
       seen.push_back(q);
       for (Rounding r : {Rounding::rne, Rounding::rtz})
-        for (Overflow o : overflow_modes) {
+        for (Overflow o : all<Overflow>()) {
           Policy p;
           p.rounding = r;
           p.overflow = o;
@@ -292,7 +292,7 @@ Outcome stochastic_sweep(std::uint64_t count, const Progress& progress) {
       Policy p;
       p.rounding = modes[take(3)];
       p.sr_bits = widths[take(std::size(widths))];
-      p.overflow = overflow_modes[take(3)];
+      p.overflow = nth<Overflow>(take(lowbit::count<Overflow>()));
       p.subnormals = take(2) ? Subnormals::keep : Subnormals::ftz;
       p.tininess = take(2) ? Tininess::after : Tininess::before;
       const std::uint64_t r = bits::low(take(~std::uint64_t{0}), p.sr_bits);

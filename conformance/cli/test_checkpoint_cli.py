@@ -1,7 +1,7 @@
 """`lowbit quantize` / `lowbit dequantize` file mode (.npy in, directory out), checkpoint mode
 (safetensors in and out) and `lowbit verify-checkpoint` (reference/README.md "Files").
 
-Expected bytes come from the conventions of SEMANTICS.md §4 ("Packing and layouts"), worked by hand
+Expected bytes come from the conventions of docs/semantics.md §4 ("Packing and layouts"), worked by hand
 or restated here in numpy: FP4 element 0 in the low nibble; FP6 code i in bits 6i..6i+5 of a
 little-endian 24-bit group; cuBLASLt scale tiles of 128x4 at (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4.
 File mode is also checked against the text mode, whose own tests compare it with independent
@@ -419,7 +419,7 @@ def e2m1_rne(v):
 
 
 def numpy_mx_fp4(x, high_nibble_first=False):
-    """OCP MX v1.0 with e2m1 elements, blocks of 32, floor rule (SEMANTICS.md §4), packed two per byte."""
+    """OCP MX v1.0 with e2m1 elements, blocks of 32, floor rule (docs/semantics.md §4), packed two per byte."""
     rows, cols = x.shape
     blocks = x.reshape(rows, cols // 32, 32).astype(np.float64)
     amax = np.abs(blocks).max(axis=2)

@@ -1,6 +1,6 @@
 """The `lowbit` command-line contract (issue 2 §6): subcommands, output formats, exit codes, errors.
 
-Expected values come from SEMANTICS.md (§1 format table, §2 rounding table, §3 profile tables, §6 peer
+Expected values come from docs/semantics.md (§1 format table, §2 rounding table, §3 profile tables, §6 peer
 test cases) or are worked out by hand from those rules in the comments; none is produced by lowbit.
 """
 import json
@@ -79,7 +79,7 @@ def test_no_subcommand_is_a_usage_error():
 
 # ---- formats --------------------------------------------------------------------------------------
 
-# SEMANTICS.md §1: (bits, E, M, bias, max, min normal, min subnormal, NaN codes, Inf codes).
+# docs/semantics.md §1: (bits, E, M, bias, max, min normal, min subnormal, NaN codes, Inf codes).
 FORMAT_TABLE = {
     "f64": (64, 11, 52, 1023, (2 - P**-52) * P**1023, P**-1022, P**-1074,
             ["0x7ff0000000000001-0x7fffffffffffffff", "0xfff0000000000001-0xffffffffffffffff"],
@@ -178,7 +178,7 @@ def test_formats_text_lists_every_format(formats_json):
     ("int8", "0x40", "0x40 1"),
     ("float8_e4m3fn", "0x7e", "0x7e 448"),
     ("Float8E4M3FN", "0x7e", "0x7e 448"),
-    ("binary8p4se", "0x01", "0x01 " + dec(P**-10)),   # SEMANTICS §1: min subnormal 2^-10
+    ("binary8p4se", "0x01", "0x01 " + dec(P**-10)),   # docs/semantics.md §1: min subnormal 2^-10
     ("binary8p4se", "0x80", "0x80 nan"),
 ])
 def test_decode(fmt, code, line):
@@ -200,7 +200,7 @@ def test_decode_errors():
 
 
 def test_table_e2m1():
-    # SEMANTICS §1: E2M1 values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives.
+    # docs/semantics.md §1: E2M1 values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives.
     vals = ["0", "0.5", "1", "1.5", "2", "3", "4", "6"]
     want = [f"0x{c:x} {v}" for c, v in enumerate(vals)] + \
            [f"0x{c + 8:x} -{v}" for c, v in enumerate(vals)]
@@ -248,7 +248,7 @@ def test_profiles_lists_all():
 
 
 def test_profiles_json_quirks():
-    # SEMANTICS.md §3: ml_dtypes' ConvertImpl gives the quiet NaN of the input's sign (quiet_signed), numpy's
+    # docs/semantics.md §3: ml_dtypes' ConvertImpl gives the quiet NaN of the input's sign (quiet_signed), numpy's
     # own half cast keeps the payload (numpy_half_nan), an infinity ignores saturate; CUDA's cvt gives one
     # positive all-ones NaN; TE keeps the CUDA conversion; OCP has none of the quirks.
     j = {p["name"]: p["quirks"] for p in json.loads(ok(["profiles", "--json"]))}
@@ -272,7 +272,7 @@ def code(diff, target, inp, profile):
     return None if cell is None else cell["code"]
 
 
-# (target, input, profile, expected code or "unsupported"), from SEMANTICS.md §3.
+# (target, input, profile, expected code or "unsupported"), from docs/semantics.md §3.
 DIFF_FACTS = [
     ("e4m3", "480", "cuda", "0x7e"), ("e4m3", "480", "ocp", "0x7f"), ("e4m3", "480", "ml_dtypes", "0x7f"),
     ("e8m0", "0.75", "ml_dtypes", "0x7f"), ("e8m0", "0.75", "ocp", "0x7e"),
@@ -342,7 +342,7 @@ def test_profiles_diff_text():
     assert re.search(r"^\s+0x7f=nan: .*\btorch-2\.12\b", out, re.M)
 
 
-# ---- convert: SEMANTICS §3 CUDA table (f32 inputs) ------------------------------------------------
+# ---- convert: docs/semantics.md §3 CUDA table (f32 inputs) ------------------------------------------------
 
 CUDA_INPUTS = ["0x7f800000", "0xff800000", "0x7fc00000", "0xffc00000", "0x80000000", "0x3e99999a", "0xc2c80000"]
 # +inf, -inf, NaN, -NaN, -0, 0.3, -100 -> column per target/option.
@@ -376,7 +376,7 @@ def test_cuda_480_and_quarter():
     assert convert(["--profile", "cuda", "--to", "e8m0", "--rounding", "rtz"], ["0x3e800000"]) == ["0x7d"]
 
 
-# ---- convert: SEMANTICS §6 peer cases -------------------------------------------------------------
+# ---- convert: docs/semantics.md §6 peer cases -------------------------------------------------------------
 
 
 def text_convert(args, inputs):
@@ -441,7 +441,7 @@ def test_rne_tie_in_e8m0_goes_to_even_exponent():
     assert text_convert(["--to", "e8m0"], ["0.75", "3"]) == ["0x7e", "0x80"]
 
 
-# ---- convert: ml_dtypes and microxcaling profiles (SEMANTICS §3) ----------------------------------
+# ---- convert: ml_dtypes and microxcaling profiles (docs/semantics.md §3) ----------------------------------
 
 
 def test_ml_dtypes_e8m0():
@@ -453,7 +453,7 @@ def test_ml_dtypes_e8m0():
 
 
 def test_ml_dtypes_e8m0_saturating_inf():
-    # SEMANTICS §3: ml_dtypes' saturating e8m0 cast of +Inf is 0xff (its ConvertImpl returns infinity(),
+    # docs/semantics.md §3: ml_dtypes' saturating e8m0 cast of +Inf is 0xff (its ConvertImpl returns infinity(),
     # NaN for e8m0, before it looks at the saturate flag); the same holds for e4m3 (NaN, 0x7f) and e5m2
     # keeps its infinity (0x7c).
     assert text_convert(["--profile", "ml_dtypes", "--to", "e8m0", "--overflow", "satfinite"], ["inf"]) == ["0xff"]
@@ -475,7 +475,7 @@ def test_ml_dtypes_small_formats():
 
 
 def test_microxcaling_block():
-    # SEMANTICS §3: [485, 475, 400, -485, -475, -450, 2^-6, -2^-6] in MX-E4M3 with scale 1 gives
+    # docs/semantics.md §3: [485, 475, 400, -485, -475, -450, 2^-6, -2^-6] in MX-E4M3 with scale 1 gives
     # [448, 448, 416, -448, -448, -448, 2^-6, -2^-6] under half-away rounding; rne takes 400 to 384.
     block = ["485", "475", "400", "-485", "-475", "-450", "0.015625", "-0.015625"]
     assert text_convert(["--profile", "microxcaling", "--to", "e4m3"], block) == \

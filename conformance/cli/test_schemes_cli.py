@@ -3,7 +3,7 @@ tests of the scaling schemes against independent computations:
 
 * MX blocks against gfloat's block quantizer (OCP MX v1.0 floor rule, `gfloat.block`);
 * TE per-tensor current scaling and TE's two-level NVFP4, restated here step by step in numpy float32
-  arithmetic with ml_dtypes element casts (SEMANTICS.md §4), never through lowbit.
+  arithmetic with ml_dtypes element casts (docs/semantics.md §4), never through lowbit.
 """
 import json
 import os
@@ -121,7 +121,7 @@ def test_tensor_scheme_matches_te_formula():
 
 
 def nvfp4_reference(v):
-    """TE two-level NVFP4 (SEMANTICS.md §4 steps 1-7), one row, 1-D blocks of 16."""
+    """TE two-level NVFP4 (docs/semantics.md §4 steps 1-7), one row, 1-D blocks of 16."""
     amax = f32(np.max(np.abs(v)))
     with np.errstate(divide="ignore", over="ignore"):
         s_enc = np.fmin(f32(2688) / amax, np.finfo(np.float32).max).astype(np.float32)
@@ -159,7 +159,7 @@ E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6]
 
 
 def nvfp4_4over6_reference(v, mse=False):
-    """NVFP4 4over6 (SEMANTICS.md §4; TE quantize_4over6_kernel.cuh), one row, 1-D blocks of 16: S_enc from
+    """NVFP4 4over6 (docs/semantics.md §4; TE quantize_4over6_kernel.cuh), one row, 1-D blocks of 16: S_enc from
     1536 = 256 * 6, map-to-6 and map-to-4 (1.5x) block scales, each block keeping the candidate with the
     smaller summed |d| (or d * d), d = e2m1 * scale * amax / 1536 - x; a tie keeps map-to-6."""
     amax = f32(np.max(np.abs(v)))
@@ -358,6 +358,34 @@ def test_gemm_list_models():
     for n in ["exact", "hopper-fp8", "hopper-fp8-mma-sync", "hopper-fp8-promote128", "ada-fp8", "volta-f16",
               "blackwell-mxf4nvf4"]:
         assert n in names
+
+
+def test_gemm_list_models_json():
+    rc, out, err = run(["gemm", "--list-models", "--json"])
+    assert rc == 0, err
+    rows = json.loads(out)
+    rc, out, err = run(["gemm", "--list-models"])
+    text = [line.split("\t")[0] for line in out.splitlines()]
+    assert [r["name"] for r in rows] == text
+    by = {r["name"]: r for r in rows}
+    # The instruction's own operands (PTX ISA: wgmma .e4m3/.e5m2), no conversion in front of wgmma.
+    assert by["hopper-fp8"]["operands"] == ["e4m3", "e5m2"] and by["hopper-fp8"]["converts_exactly"] is False
+    assert by["hopper-fp8"]["model"]["group"] == 32 and by["hopper-fp8"]["model"]["fraction_bits"] == 13
+    assert by["hopper-bf16"]["operands"] == ["bf16"] and by["hopper-bf16"]["converts_exactly"] is True
+    assert by["hopper-fp8-promote128"]["kind"] == "promoted" and by["hopper-fp8-promote128"]["interval"] == 128
+    assert by["blackwell-mxf4nvf4"]["scales"] == "k-blocks"
+    fails(["gemm", "--json"], "", "--json")
+
+
+def test_gemm_refuses_operands_and_scales_the_procedure_does_not_take():
+    # hopper-fp8 is wgmma's FP8 instruction: bf16 operands are refused, naming the operand and what it takes.
+    bf = {"m": 1, "n": 1, "k": 1, "a_format": "bf16", "b_format": "bf16", "a": ["0x3f80"], "b": ["0x3f80"]}
+    fails(["gemm", "--model", "hopper-fp8", "--a", "-", "--out", "-"], json.dumps(bf), '"a_format"', "e4m3, e5m2", "bf16")
+    # hopper-bf16 converts narrower formats exactly: e4m3 1.0 * 1.0 = 1.0.
+    assert gemm("hopper-bf16", {**CANCEL, "k": 1, "a": ["0x38"], "b": ["0x38"]}) == {"d": ["0x3f800000"]}
+    # Block scales for a model that has none are refused, not ignored.
+    fails(["gemm", "--model", "hopper-fp8", "--a", "-", "--out", "-"],
+          json.dumps({**CANCEL, "a_scales": ["0x7f"], "b_scales": ["0x7f"]}), '"a_scales"', "no block scales")
 
 
 @pytest.mark.parametrize("obj,names", [

@@ -14,7 +14,7 @@
 #include "lowbit/exact.hpp"
 #include "lowbit/gemm.hpp"
 #include "random_codes.hpp"
-#include "report_random.hpp"
+#include "lowbit/rng.hpp"
 
 namespace {
 
@@ -116,7 +116,7 @@ TEST(AccumulationOrders, FusedMultiplyAdd) {
 }
 
 // ---- the DeepSeek-V3 experiment ---------------------------------------------------------------------
-// M = N = 64, seed 1, N(0,1) inputs (lowbit::report::normal: the polar method over splitmix64 with a
+// M = N = 64, seed 1, N(0,1) inputs (lowbit::rng::normal: the polar method over splitmix64 with a
 // deterministic logarithm, as `lowbit report` draws them; the same inputs on every platform), quantized to e4m3 per tensor: scale =
 // fp32(448 / amax), code = e4m3(rne, satfinite)(fp32(x * scale)).  The error is measured on the codes'
 // products (the scales multiply D and D_exact alike).
@@ -127,7 +127,7 @@ struct Errors {
 
 std::vector<std::uint64_t> quantized_normal(int n, std::uint64_t& seed) {
   std::vector<float> x(static_cast<std::size_t>(n));
-  for (float& v : x) v = static_cast<float>(lowbit::report::normal(seed));
+  for (float& v : x) v = static_cast<float>(lowbit::rng::normal(seed));
   float amax = 0;
   for (float v : x) amax = std::max(amax, std::fabs(v));
   const float scale = 448.0f / amax;

@@ -15,6 +15,7 @@
 
 #include "lowbit/convert.hpp"
 #include "lowbit/gemm.hpp"
+#include "lowbit/names.hpp"
 #include "random_codes.hpp"
 
 namespace {
@@ -143,10 +144,10 @@ struct Case {
 
 Case random_case(std::uint64_t& s, const std::vector<const TensorCoreModel*>& models, int trial) {
   const TensorCoreModel* model = models[static_cast<std::size_t>(trial) % models.size()];
-  // The formats the model takes (hopper-fp8-mma-sync: those f16 holds exactly).
+  // The formats the model computes on (hopper-fp8-mma-sync: those f16 holds exactly).
   std::vector<const Format*> formats;
   for (const Format* f : kFormats)
-    if (lowbit::gemm::takes_operands(*model, *f)) formats.push_back(f);
+    if (lowbit::gemm::defined_on(*model, *f)) formats.push_back(f);
   const Format& fa = *formats[splitmix(s) % formats.size()];
   const Format& fb = (splitmix(s) & 1) ? fa : *formats[splitmix(s) % formats.size()];
   const int m = 1 + static_cast<int>(splitmix(s) % 5);
@@ -154,7 +155,7 @@ Case random_case(std::uint64_t& s, const std::vector<const TensorCoreModel*>& mo
   const int k = static_cast<int>(splitmix(s) % 100);
   const bool specials = splitmix(s) % 3 == 0;  // most cases take the finite path only
   Case c{model, random_matrix(fa, m, k, s, specials), random_matrix(fb, k, n, s, specials), {}, false};
-  if (trial % 5 == 4 && lowbit::gemm::takes_operands(*model, F::f32)) {
+  if (trial % 5 == 4 && lowbit::gemm::defined_on(*model, F::f32)) {
     // Both operands at 2^e: products near 2^(2e), with e chosen at the bottom or the top of the range.
     static const int windows[] = {-76, -72, -70, -68, -66, -64, 61, 62, 63, 64};
     const int e = windows[splitmix(s) % std::size(windows)];
@@ -239,7 +240,7 @@ TEST(FastDriver, CInAnyFormatIsItsF32Value) {
   for (int trial = 0; trial < 60; ++trial) {
     const TensorCoreModel& model = *models[static_cast<std::size_t>(trial) % models.size()];
     if (model.output == lowbit::gemm::Output::f16_rne) continue;  // an f16 accumulator: C converts to f16 there
-    const Format& fa = lowbit::gemm::takes_operands(model, F::bf16) ? F::bf16 : F::e4m3;
+    const Format& fa = lowbit::gemm::defined_on(model, F::bf16) ? F::bf16 : F::e4m3;
     const int m = 1 + static_cast<int>(splitmix(s) % 4), n = 1 + static_cast<int>(splitmix(s) % 70);
     const int k = 1 + static_cast<int>(splitmix(s) % 300);
     const Matrix a = random_matrix(fa, m, k, s, false), b = random_matrix(fa, k, n, s, false);
@@ -258,7 +259,7 @@ TEST(FastDriver, CInAnyFormatIsItsF32Value) {
                 lowbit::gemm::run_block_scaled(model, a, b, sa, sb, &c32)) << what;
     }
     lowbit::gemm::OrderOptions o;
-    o.order = static_cast<lowbit::gemm::Order>(trial % 5);
+    o.order = lowbit::nth<lowbit::gemm::Order>(static_cast<std::size_t>(trial));
     EXPECT_EQ(lowbit::gemm::accumulate(a, b, &c, o), lowbit::gemm::accumulate(a, b, &c32, o)) << what;
   }
 }

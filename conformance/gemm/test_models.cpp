@@ -1,4 +1,4 @@
-// Hand-derived cases that tell the tensor-core models apart (SEMANTICS.md §5; the probes of Fasi et al.,
+// Hand-derived cases that tell the tensor-core models apart (docs/semantics.md §5; the probes of Fasi et al.,
 // PeerJ CS 2021, and MMA-Sim, arXiv 2511.10909).  Every expected bit pattern below is worked out in the
 // comment beside it from the model's definition: align the products (and C) to the largest exponent,
 // truncate each to F fraction bits, sum exactly, round the sum to the output.

@@ -1,5 +1,5 @@
 // Packing and scale layouts (lowbit/pack.hpp).  Every expected byte and offset below is worked by hand
-// from the conventions of SEMANTICS.md §4 "Packing and layouts":
+// from the conventions of docs/semantics.md §4 "Packing and layouts":
 //   FP4: element 0 in the low nibble; FP6: code i in bits 6i..6i+5 of a little-endian 24-bit group;
 //   cuBLASLt tiles: tile = row_block * n_col_blocks + col_block, 512 bytes each, offset inside a tile
 //   (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4.

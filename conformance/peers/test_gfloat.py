@@ -22,7 +22,7 @@ from gfloat.types import Domain, Signedness  # noqa: E402
 
 LOWBIT = os.environ.get("LOWBIT", "lowbit")
 
-# gfloat mode -> lowbit --rounding (SEMANTICS.md §2: sr-a = StochasticFastest, sr-b = StochasticFast,
+# gfloat mode -> lowbit --rounding (docs/semantics.md §2: sr-a = StochasticFastest, sr-b = StochasticFast,
 # sr-c = Stochastic).
 MODES = {
     RoundMode.TiesToEven: "rne",

@@ -167,7 +167,7 @@ def test_e8m0_subnormal_inputs(src):
 
 
 def test_peer_facts():
-    """SEMANTICS.md §3's ml_dtypes table, read from ml_dtypes itself (guards the comparison above)."""
+    """docs/semantics.md §3's ml_dtypes table, read from ml_dtypes itself (guards the comparison above)."""
     x = np.array([1.5, 3, 6, 0.75, -1, 0, 1e-40, 3e38], dtype=np.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -1,4 +1,4 @@
-// The deterministic generators of `lowbit report` (tools/lowbit/report_random.hpp): accurate enough, and the
+// The deterministic generators of `lowbit report` (lowbit/rng.hpp): accurate enough, and the
 // same bits everywhere.  The known answers below were computed with g++ 12 (-O0 and -O3) and clang++ 14
 // (-O2), all with -ffp-contract=off, and agree; a compiler or library that changes one bit fails here
 // rather than silently changing the committed report.
@@ -8,11 +8,11 @@
 #include <cmath>
 #include <cstdint>
 
-#include "report_random.hpp"
+#include "lowbit/rng.hpp"
 
 namespace {
 
-namespace R = lowbit::report;
+namespace R = lowbit::rng;
 
 std::uint64_t bits(double x) { return std::bit_cast<std::uint64_t>(x); }
 

@@ -1,4 +1,4 @@
-// Scaling schemes: peer cases of SEMANTICS.md §3-§6 with expected codes worked out by hand (or by numpy's
+// Scaling schemes: peer cases of docs/semantics.md §3-§6 with expected codes worked out by hand (or by numpy's
 // float32 arithmetic where an fp32 division is involved, noted beside the value), and properties.
 #include <gtest/gtest.h>
 
@@ -230,7 +230,7 @@ TEST(Nvfp4, ZeroBlockScale) {
   EXPECT_EQ(q.codes[16], 0x7u);
 }
 
-// NVFP4 "4over6" (SEMANTICS.md §4; TE quantize_4over6_kernel.cuh).  Every block below has amax 6 and so
+// NVFP4 "4over6" (docs/semantics.md §4; TE quantize_4over6_kernel.cuh).  Every block below has amax 6 and so
 // does the tensor: S_enc = 1536 / 6 = 256, S_dec = 2^-8 (0x3B800000), base = fp32(6 / 6) * 256 = 256.  The
 // map-to-6 scale is e4m3(256) = 0x78 with multiplier 1 / (256 * 2^-8) = 1; the map-to-4 scale is
 // e4m3(384) = 0x7C with multiplier fp32(1 / 1.5) = 11184811 * 2^-24.  A candidate's dequantized value in

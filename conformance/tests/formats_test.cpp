@@ -1,5 +1,5 @@
 // Format rows and the registry: names and aliases (case-insensitive), the P3109 family, parametric
-// rows, and the derived constants.  Expected values come from SEMANTICS.md §1's table and the P3109
+// rows, and the derived constants.  Expected values come from docs/semantics.md §1's table and the P3109
 // interim report's definitions (bias floor(2^(K-P-1)), NaN at 0x80, +Inf at 0x7F), not from the code.
 #include <gtest/gtest.h>
 
@@ -62,7 +62,7 @@ TEST(Registry, P3109Family) {
   EXPECT_EQ(exact::code_text(*se, 0x7E), "49152");  // 1.5 * 2^(31-16)
   EXPECT_EQ(exact::code_text(*se, 0x01), "0.00000762939453125");  // 2^-17
 
-  // SEMANTICS.md §1: binary8p4se has bias 8, max 224, min subnormal 2^-10.
+  // docs/semantics.md §1: binary8p4se has bias 8, max 224, min subnormal 2^-10.
   const Format* p4e = find_format("binary8p4se");
   ASSERT_NE(p4e, nullptr);
   EXPECT_EQ(p4e->bias, 8);
@@ -113,7 +113,7 @@ TEST(Registry, ParametricRows) {
   EXPECT_EQ(find_format("e4m3u-fnuz"), nullptr);  // fnuz needs a sign bit to put NaN on
 }
 
-// SEMANTICS.md §1's table: max finite, min normal, min subnormal as exact decimals.
+// docs/semantics.md §1's table: max finite, min normal, min subnormal as exact decimals.
 TEST(Format, DerivedConstantsMatchTheTable) {
   struct Row {
     const Format* f;
@@ -171,7 +171,7 @@ TEST(Format, DerivedConstantsMatchTheTable) {
   EXPECT_FALSE(formats::tf32.valid_code(0x3F801000));
 }
 
-// Decoding by hand-enumerated E2M1 values (SEMANTICS.md §1: 0, 0.5, 1, 1.5, 2, 3, 4, 6).
+// Decoding by hand-enumerated E2M1 values (docs/semantics.md §1: 0, 0.5, 1, 1.5, 2, 3, 4, 6).
 TEST(Format, E2M1Values) {
   const char* values[] = {"0", "0.5", "1", "1.5", "2", "3", "4", "6"};
   for (std::uint64_t c = 0; c < 8; ++c) {

@@ -1,6 +1,6 @@
 // Profile resolution: a profile's defaults replace the built-in ones, explicit options replace both,
 // and a combination the implementation does not have is an error naming the option (foundation
-// issue §4; SEMANTICS.md §3 for what each implementation offers).
+// issue §4; docs/semantics.md §3 for what each implementation offers).
 #include "lowbit/profile.hpp"
 
 #include <gtest/gtest.h>
@@ -49,7 +49,7 @@ TEST(Profiles, BuiltinDefaults) {
   EXPECT_EQ(r->policy.tininess, Tininess::after);
 }
 
-// SEMANTICS.md §3, cuda: rne with satfinite by default; e8m0 only rz or rp, with no default.
+// docs/semantics.md §3, cuda: rne with satfinite by default; e8m0 only rz or rp, with no default.
 TEST(Profiles, CudaDefaultsAndE8m0) {
   std::string error;
   auto r = resolve_named("cuda", formats::e4m3, rq(), error);
@@ -84,7 +84,7 @@ TEST(Profiles, CudaDefaultsAndE8m0) {
   EXPECT_FALSE(resolve_named("cuda", formats::e4m3, rq(Rounding::sr_a, {}, {}, {}, 8), error));
 }
 
-// SEMANTICS.md §3, llvm: five IEEE modes, no saturating conversion.
+// docs/semantics.md §3, llvm: five IEEE modes, no saturating conversion.
 TEST(Profiles, LlvmHasNoSaturation) {
   std::string error;
   EXPECT_FALSE(resolve_named("llvm", formats::e4m3, rq({}, Overflow::satfinite), error));

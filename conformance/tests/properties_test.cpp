@@ -1,5 +1,5 @@
 // RapidCheck properties of the conversion (foundation issue §7).  Each property is stated from the
-// definitions of SEMANTICS.md §2, not from the code: the comparisons use exact values (every value of
+// definitions of docs/semantics.md §2, not from the code: the comparisons use exact values (every value of
 // a format of at most 16 bits is an exact double; the stochastic averages are GMP rationals).
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
@@ -150,7 +150,7 @@ RC_GTEST_PROP(Properties, Bracketing, ()) {
 }
 
 // rdn(x) <= x <= rup(x) when nothing overflows; on overflow without saturation, rup of a positive
-// value is +Inf where the format has it (SEMANTICS.md §2, nosat).
+// value is +Inf where the format has it (docs/semantics.md §2, nosat).
 RC_GTEST_PROP(Properties, DirectedRoundingInequalities, ()) {
   const Format& t = pick(targets());
   const Overflow o = *rc::gen::elementOf(overflows);
@@ -159,7 +159,7 @@ RC_GTEST_PROP(Properties, DirectedRoundingInequalities, ()) {
   const Result dn = conv(x, t, make(Rounding::rdn, o));
   const double u = value_of(t, up.code), d = value_of(t, dn.code);
   if (!(up.flags & flag::overflow) && !std::isnan(u)) RC_ASSERT(x <= u);
-  // A format without zero sends everything below its smallest value to that value (SEMANTICS.md §3,
+  // A format without zero sends everything below its smallest value to that value (docs/semantics.md §3,
   // e8m0), so rdn cannot go below x there.
   const bool floor_of_range = !t.has_zero && (dn.flags & flag::underflow);
   if (!(dn.flags & flag::overflow) && !std::isnan(d) && !floor_of_range) RC_ASSERT(d <= x);
@@ -183,7 +183,7 @@ RC_GTEST_PROP(Properties, Idempotent, ()) {
 
 // Round to odd into a format W with at least two more significand bits (and a wider range, finer
 // subnormals) than T, then rne into T, equals rne into T directly: the reason rto exists
-// (SEMANTICS.md §2, "Double rounding"; ml_dtypes' DoubleRound test).
+// (docs/semantics.md §2, "Double rounding"; ml_dtypes' DoubleRound test).
 RC_GTEST_PROP(Properties, RoundToOddThenNearestEqualsNearest, ()) {
   struct Pair {
     const Format* wide;
@@ -213,7 +213,7 @@ RC_GTEST_PROP(Properties, RoundToOddThenNearestEqualsNearest, ()) {
 // ---- stochastic rounding: exact averages over all 2^N random values --------------------------------
 //
 // With L the lower neighbour (rtz), U the next value, ulp = U - L and rem = (|x| - |L|) / ulp, the
-// fraction of the 2^N values of R that round away is (SEMANTICS.md §2's conditions, counted):
+// fraction of the 2^N values of R that round away is (docs/semantics.md §2's conditions, counted):
 //   sr-a: floor(rem 2^N) / 2^N.  Bias in (-2^-N, 0] ulp; exact when rem 2^N is an integer.
 //   sr-b: with f = floor(rem 2^(N+1)), R rounds away iff R >= (2^(N+1) - 1 - f) / 2, i.e. for
 //         ceil(f / 2) values: probability ceil(f/2) / 2^N.  Since rem 2^N lies in [f/2, (f+1)/2),

@@ -1,12 +1,12 @@
-// tools/lowbit/sha256.hpp against the example messages of NIST FIPS 180-4 (the "SHA256.pdf" examples
+// reference/include/lowbit/sha256.hpp against the example messages of NIST FIPS 180-4 (the "SHA256.pdf" examples
 // of NIST's Cryptographic Standards and Guidelines: one block, two blocks, one million 'a').
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "sha256.hpp"
+#include "lowbit/sha256.hpp"
 
-using lowbit::cli::Sha256;
+using lowbit::Sha256;
 
 TEST(Sha256, Fips180OneBlock) {
   EXPECT_EQ(Sha256::of("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");

@@ -4,7 +4,7 @@ Determinism (the committed sets regenerate byte for byte), tamper detection (exi
 mismatch reports (exit 1 naming the suite, the case and both decoded values), the planted-bug plugin
 (its convert with the planted ulp, its quantize passing every scheme suite and, with
 LOWBIT_PLANTED_QUANTIZE_BUG=1, caught), the CUDA-host plugin, and JUnit XML read back with junitparser.  Expected values are worked out by hand
-from SEMANTICS.md in the comments; none is produced by lowbit.
+from docs/semantics.md in the comments; none is produced by lowbit.
 """
 import hashlib
 import json
@@ -118,7 +118,7 @@ def test_npy_files_are_numpy_readable_and_match_the_manifest():
 
 
 def test_scalar_lines_follow_semantics():
-    # SEMANTICS.md §3 (cuda, f32 inputs): 480 -> 0x7e (satfinite), 0.3 -> 0x2a; +inf -> 0x7e; 1 -> 0x38.
+    # docs/semantics.md §3 (cuda, f32 inputs): 480 -> 0x7e (satfinite), 0.3 -> 0x2a; +inf -> 0x7e; 1 -> 0x38.
     lines = (GOLDEN / "convert-cuda/e4m3/rne-satfinite-keep-after/f32.txt").read_text().splitlines()
     assert lines[0] == "#lowbit-vectors scalar schema 1 generator 1"
     assert lines[1] == "#from f32 to e4m3 profile cuda rounding rne overflow satfinite subnormals keep tininess after"
@@ -199,7 +199,7 @@ def test_one_wrong_code_is_exit_1_naming_suite_case_and_both_values(cuda_copy, t
     assert rc == 1, out + err
     line = next(l for l in out.splitlines() if f in l and "expected" in l)
     assert "convert-cuda" in line and f"case {index}" in line
-    # 0x38 is 1 in e4m3, 0x39 is 1.125 (SEMANTICS.md §1: bias 7, 3 mantissa bits).
+    # 0x38 is 1 in e4m3, 0x39 is 1.125 (docs/semantics.md §1: bias 7, 3 mantissa bits).
     assert "input 0x3f800000 (1)" in line and "expected 0x38 (1)" in line and "actual 0x39 (1.125)" in line
     xml = junitparser.JUnitXml.fromfile(str(tmp_path / "j.xml"))
     failed = [c for s in xml for c in s if not c.is_passed]

@@ -1,7 +1,7 @@
 // The reference's element code compiled for the device.
 //
 // The conversion in lowbit/convert.hpp is written once, constexpr and integer-only, and marked
-// LOWBIT_HD so that nvcc compiles it for the host and the device alike (STYLE.md lesson 6).  This
+// LOWBIT_HD so that nvcc compiles it for the host and the device alike.  This
 // translation unit maps it over an array of f32 codes; it is the smallest kernel that proves the
 // element code builds for every architecture the device side targets.  Hardware conversions
 // (cvt.rn.satfinite.e4m3x2.f32, ...) will sit beside it as subjects under test, never in its place.
@@ -28,7 +28,7 @@ __global__ void convert_from_f32_kernel(Format to, Policy policy, const std::uin
 }
 
 // The element code is also a constant expression on the device side of the compiler: one case
-// (448 is e4m3's largest value, SEMANTICS.md §1) checked while this file compiles.
+// (448 is e4m3's largest value, docs/semantics.md §1) checked while this file compiles.
 static_assert(convert(formats::f32, 0x43E00000u, formats::e4m3, Policy{}).code == 0x7E);
 
 }  // namespace

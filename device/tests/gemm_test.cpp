@@ -1,4 +1,4 @@
-// Device tier: the FP8 GEMMs bit for bit against the tensor-core models (SEMANTICS.md §5).
+// Device tier: the FP8 GEMMs bit for bit against the tensor-core models (docs/semantics.md §5).
 //
 //   CUTLASS fast accumulation   == run_model(hopper-fp8)                       (asserted)
 //   CUTLASS promoted (128)      == run_promoted(hopper-fp8, 128)               (asserted)

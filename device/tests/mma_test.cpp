@@ -1,11 +1,11 @@
-// Device tier: tensor-core instructions against the bit-accurate models of lowbit/gemm.hpp (SEMANTICS.md
+// Device tier: tensor-core instructions against the bit-accurate models of lowbit/gemm.hpp (docs/semantics.md
 // §5).  For each instruction: a layout self-check whose answer does not depend on any model (a fragment or
 // descriptor error shows up there, not as a model mismatch), then >= 2^20 dot products from seeded
 // generators in several regimes, each compared bit for bit with every model that could describe the
 // instruction.  All models' rates are recorded (RecordProperty "<instr>.<model>.cases" / ".mismatches" /
 // ".match_rate") before anything is asserted.
 //
-// What is asserted (the project's claims, SEMANTICS.md §5 and gemm.cpp's model table):
+// What is asserted (the project's claims, docs/semantics.md §5 and gemm.cpp's model table):
 //   - every layout self-check passes;
 //   - wgmma (sm_90a): fp8 kinds match hopper-fp8, f16 hopper-f16, bf16 hopper-bf16, 100%;
 //   - mma.sync on sm_80..sm_89: ampere-* for f16/bf16, ada-fp8 for FP8 (sm_89), 100%;

@@ -47,7 +47,7 @@ mpz_class rne_q(const mpq_class& q) {
   return f;
 }
 
-// SEMANTICS.md §2's table, with rem the dropped fraction (0 < rem < 1) and lsb the kept last bit.
+// docs/semantics.md §2's table, with rem the dropped fraction (0 < rem < 1) and lsb the kept last bit.
 bool rounds_away(Rounding mode, bool negative, bool lsb, const mpq_class& rem, std::uint64_t r, int n) {
   const mpq_class half(1, 2);
   const mpz_class two_n = mpz_class(1) << n;

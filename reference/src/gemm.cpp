@@ -290,7 +290,7 @@ std::vector<double> integer_gemm(int m, int n, int k, const std::vector<double>&
 namespace {
 
 // The end of every exact dot product: C (an f32 value) joins the sum, special values decide the result
-// when there are any, and the exact sum is rounded once; an exact zero sum is +0 (SEMANTICS.md §5).
+// when there are any, and the exact sum is rounded once; an exact zero sum is +0 (docs/semantics.md §5).
 std::uint64_t finish_exact(Wide& acc, Specials& sp, const Unpacked& uc, const Format& out, const Policy& p) {
   sp.value(uc);
   if (sp.any()) return sp.code(out);
@@ -557,56 +557,114 @@ std::vector<std::uint64_t> accumulate(const Matrix& a, const Matrix& b, const Ma
 
 namespace {
 
+// The instructions' own operand formats.
+namespace F = formats;
+constexpr const Format* f16_operands[] = {&F::f16};
+constexpr const Format* bf16_operands[] = {&F::bf16};
+constexpr const Format* tf32_operands[] = {&F::f32, &F::tf32};  // tf32 values travel in f32 registers
+constexpr const Format* fp8_operands[] = {&F::e4m3, &F::e5m2};
+constexpr const Format* f8f6f4_operands[] = {&F::e4m3, &F::e5m2, &F::e2m3, &F::e3m2, &F::e2m1};
+constexpr const Format* fp4_operands[] = {&F::e2m1};
+
+// The golden suites' operand configurations (vectors/SPEC.md): each model on its own formats, the fp8
+// models also mixed, the kind::f8f6f4 models across element widths.
+constexpr OperandPair f16_golden[] = {{&F::f16, &F::f16}};
+constexpr OperandPair bf16_golden[] = {{&F::bf16, &F::bf16}};
+constexpr OperandPair tf32_golden[] = {{&F::f32, &F::f32}};
+constexpr OperandPair fp8_golden[] = {{&F::e4m3, &F::e4m3}, {&F::e5m2, &F::e4m3}};
+constexpr OperandPair f8f6f4_golden[] = {{&F::e4m3, &F::e5m2}, {&F::e2m1, &F::e3m2}, {&F::e2m3, &F::e4m3}};
+constexpr OperandPair mxf8f6f4_golden[] = {{&F::e4m3, &F::e4m3, &F::e8m0, 32}, {&F::e2m1, &F::e5m2, &F::e8m0, 32}};
+constexpr OperandPair mxf4_golden[] = {{&F::e2m1, &F::e2m1, &F::e8m0, 32}};
+constexpr OperandPair mxf4nvf4_golden[] = {{&F::e2m1, &F::e2m1, &F::ue4m3, 16}};
+
+// One row per tensor-core model.  The f16, bf16 and tf32 models also take narrower formats (fp8, fp6, fp4)
+// converted exactly first, as a kernel that widens its operands before the MMA does; the fp8 and Blackwell
+// block-scaled models take only their instruction's formats.
+// clang-format off
 const TensorCoreModel model_table[] = {
-    {"volta-f16", 4, 23, Output::f32_rz, false, BlockScale::none, 0,
-     "Volta mma.m8n8k4 f16: k=4, F=23 (MMA-Sim; Fasi et al. PeerJ CS 2021)"},
-    {"ampere-f16", 8, 24, Output::f32_rz, false, BlockScale::none, 0,
-     "Ampere mma.m16n8k16 f16 split into two k=8 halves, F=24 (MMA-Sim)"},
-    {"ampere-f16-f16acc", 8, 24, Output::f16_rne, false, BlockScale::none, 0,
-     "Ampere mma.m16n8k16.f16.f16: as ampere-f16 with an f16 accumulator rounded rne (MMA-Sim)"},
-    {"ampere-bf16", 8, 24, Output::f32_rz, false, BlockScale::none, 0,
-     "Ampere mma.m16n8k16 bf16 split into two k=8 halves, F=24 (MMA-Sim)"},
-    {"ampere-tf32", 4, 24, Output::f32_rz, true, BlockScale::none, 0,
-     "Ampere mma.m16n8k8 tf32 split into two k=4 halves, inputs truncated to tf32, F=24 (MMA-Sim)"},
-    {"ada-fp8", 16, 13, Output::f32_e8m13_rz, false, BlockScale::none, 0,
-     "Ada mma.m16n8k32 e4m3/e5m2 split into two k=16 halves, F=13, output RZ to 13 fraction bits (MMA-Sim)"},
-    {"hopper-f16", 16, 25, Output::f32_rz, false, BlockScale::none, 0,
-     "Hopper wgmma k=16 f16, F=25 (MMA-Sim); equal bit for bit to an H200's wgmma m64n8k16 and mma.sync "
-     "m16n8k16 on 2^20 dot products each (reports/device/)"},
-    {"hopper-f16-f16acc", 16, 25, Output::f16_rne, false, BlockScale::none, 0,
-     "Hopper wgmma k=16 f16 with an f16 accumulator rounded rne, a zero result +0 (MMA-Sim); equal bit for bit "
-     "to an H200's mma.sync m16n8k16 f16.f16 on 2^20 dot products (reports/device/)"},
-    {"hopper-bf16", 16, 25, Output::f32_rz, false, BlockScale::none, 0,
-     "Hopper wgmma k=16 bf16, F=25 (MMA-Sim); equal bit for bit to an H200's wgmma m64n8k16 and mma.sync "
-     "m16n8k16 on 2^20 dot products each (reports/device/)"},
-    {"hopper-tf32", 8, 25, Output::f32_rz, true, BlockScale::none, 0,
-     "Hopper wgmma k=8 tf32, inputs truncated to tf32, F=25 (MMA-Sim)"},
-    {"hopper-fp8", 32, 13, Output::f32_e8m13_rz, false, BlockScale::none, 0,
-     "Hopper wgmma k=32 e4m3/e5m2, F=13, output RZ to 13 fraction bits (MMA-Sim; DeepSeek-V3 §3.3.2 reports "
-     "about 14 kept bits); equal bit for bit to an H200's wgmma m64n8k32 (e4m3, e5m2, mixed; 2^20 dot products "
-     "each) and to cuBLASLt's FP8 GEMM with fast accumulation (reports/device/). FP8 mma.sync on Hopper is another "
-     "datapath: hopper-fp8-mma-sync"},
+    {.name = "volta-f16", .group = 4, .fraction_bits = 23, .output = Output::f32_rz, .truncate_tf32 = false,
+     .scale = BlockScale::none, .scale_block = 0,
+     .source = "Volta mma.m8n8k4 f16: k=4, F=23 (MMA-Sim; Fasi et al. PeerJ CS 2021)",
+     .operands = f16_operands, .conversion = Conversion::exact, .golden = f16_golden},
+    {.name = "ampere-f16", .group = 8, .fraction_bits = 24, .output = Output::f32_rz, .truncate_tf32 = false,
+     .scale = BlockScale::none, .scale_block = 0,
+     .source = "Ampere mma.m16n8k16 f16 split into two k=8 halves, F=24 (MMA-Sim)",
+     .operands = f16_operands, .conversion = Conversion::exact, .golden = f16_golden},
+    {.name = "ampere-f16-f16acc", .group = 8, .fraction_bits = 24, .output = Output::f16_rne, .truncate_tf32 = false,
+     .scale = BlockScale::none, .scale_block = 0,
+     .source = "Ampere mma.m16n8k16.f16.f16: as ampere-f16 with an f16 accumulator rounded rne (MMA-Sim)",
+     .operands = f16_operands, .conversion = Conversion::exact, .golden = f16_golden},
+    {.name = "ampere-bf16", .group = 8, .fraction_bits = 24, .output = Output::f32_rz, .truncate_tf32 = false,
+     .scale = BlockScale::none, .scale_block = 0,
+     .source = "Ampere mma.m16n8k16 bf16 split into two k=8 halves, F=24 (MMA-Sim)",
+     .operands = bf16_operands, .conversion = Conversion::exact, .golden = bf16_golden},
+    {.name = "ampere-tf32", .group = 4, .fraction_bits = 24, .output = Output::f32_rz, .truncate_tf32 = true,
+     .scale = BlockScale::none, .scale_block = 0,
+     .source = "Ampere mma.m16n8k8 tf32 split into two k=4 halves, inputs truncated to tf32, F=24 (MMA-Sim)",
+     .operands = tf32_operands, .conversion = Conversion::exact, .golden = tf32_golden},
+    {.name = "ada-fp8", .group = 16, .fraction_bits = 13, .output = Output::f32_e8m13_rz, .truncate_tf32 = false,
+     .scale = BlockScale::none, .scale_block = 0,
+     .source = "Ada mma.m16n8k32 e4m3/e5m2 split into two k=16 halves, F=13, output RZ to 13 fraction bits (MMA-Sim)",
+     .operands = fp8_operands, .golden = fp8_golden},
+    {.name = "hopper-f16", .group = 16, .fraction_bits = 25, .output = Output::f32_rz, .truncate_tf32 = false,
+     .scale = BlockScale::none, .scale_block = 0,
+     .source = "Hopper wgmma k=16 f16, F=25 (MMA-Sim); equal bit for bit to an H200's wgmma m64n8k16 and mma.sync "
+               "m16n8k16 on 2^20 dot products each (reports/device/)",
+     .operands = f16_operands, .conversion = Conversion::exact, .golden = f16_golden},
+    {.name = "hopper-f16-f16acc", .group = 16, .fraction_bits = 25, .output = Output::f16_rne, .truncate_tf32 = false,
+     .scale = BlockScale::none, .scale_block = 0,
+     .source = "Hopper wgmma k=16 f16 with an f16 accumulator rounded rne, a zero result +0 (MMA-Sim); equal bit for "
+               "bit to an H200's mma.sync m16n8k16 f16.f16 on 2^20 dot products (reports/device/)",
+     .operands = f16_operands, .conversion = Conversion::exact, .golden = f16_golden},
+    {.name = "hopper-bf16", .group = 16, .fraction_bits = 25, .output = Output::f32_rz, .truncate_tf32 = false,
+     .scale = BlockScale::none, .scale_block = 0,
+     .source = "Hopper wgmma k=16 bf16, F=25 (MMA-Sim); equal bit for bit to an H200's wgmma m64n8k16 and mma.sync "
+               "m16n8k16 on 2^20 dot products each (reports/device/)",
+     .operands = bf16_operands, .conversion = Conversion::exact, .golden = bf16_golden},
+    {.name = "hopper-tf32", .group = 8, .fraction_bits = 25, .output = Output::f32_rz, .truncate_tf32 = true,
+     .scale = BlockScale::none, .scale_block = 0,
+     .source = "Hopper wgmma k=8 tf32, inputs truncated to tf32, F=25 (MMA-Sim)",
+     .operands = tf32_operands, .conversion = Conversion::exact, .golden = tf32_golden},
+    {.name = "hopper-fp8", .group = 32, .fraction_bits = 13, .output = Output::f32_e8m13_rz, .truncate_tf32 = false,
+     .scale = BlockScale::none, .scale_block = 0,
+     .source = "Hopper wgmma k=32 e4m3/e5m2, F=13, output RZ to 13 fraction bits (MMA-Sim; DeepSeek-V3 §3.3.2 "
+               "reports about 14 kept bits); equal bit for bit to an H200's wgmma m64n8k32 (e4m3, e5m2, mixed; 2^20 "
+               "dot products each) and to cuBLASLt's FP8 GEMM with fast accumulation (reports/device/). FP8 mma.sync "
+               "on Hopper is another datapath: hopper-fp8-mma-sync",
+     .operands = fp8_operands, .golden = fp8_golden},
     // The SASS of mma.sync.m16n8k32 e4m3/e5m2 for sm_90 is F2FP.F16.E4M3.UNPACK_B / F2FP.F16.E5M2.UNPACK_B (an
     // exact conversion) and two HMMA.16816.F32.  The k split follows the fragments (PTX ISA, "Matrix Fragments
     // for mma.m16n8k32"): thread t's A register holds k = 4t..4t+3 and 4t+16..4t+19; unpacking its low and high
     // halves puts k = 4t, 4t+1 (4t+16, 4t+17) into the first m16n8k16.  Found from 40 cases an H200 printed,
-    // then held against 2^20 dot products per operand kind (device/tests/mma_test.cpp).
-    {"hopper-fp8-mma-sync", 32, 25, Output::f32_rz, false, BlockScale::none, 0,
-     "Hopper mma.sync m16n8k32 e4m3/e5m2: operands converted to f16, k = 4q, 4q+1 then 4q+2, 4q+3 in two hopper-f16 "
-     "steps from +0, C added last in f32 (RNE); equal bit for bit to an H200's mma.sync (e4m3, e5m2, mixed; 2^20 dot "
-     "products each; NaN payloads compared loosely there) (reports/device/)",
-     Datapath::f16_pairs},
-    {"blackwell-f8f6f4", 32, 25, Output::f32_rz, false, BlockScale::none, 0,
-     "Blackwell tcgen05.mma kind::f8f6f4 k=32, F=25 (MMA-Sim); not run on hardware by this project"},
-    {"blackwell-mxf8f6f4", 32, 25, Output::f32_rz, false, BlockScale::per_instruction, 32,
-     "Blackwell tcgen05.mma kind::mxf8f6f4.block_scale, ue8m0 per 32, F=25 (MMA-Sim); not run on hardware"},
-    {"blackwell-mxf4", 64, 35, Output::f32_rz, false, BlockScale::per_16, 32,
-     "Blackwell kind::mxf4.block_scale k=64: four 16-groups summed exactly, times ue8m0 scales (per 32), "
-     "aligned to the scales' exponent sum, F=35 (MMA-Sim); not run on hardware"},
-    {"blackwell-mxf4nvf4", 64, 35, Output::f32_rz, false, BlockScale::per_16, 16,
-     "Blackwell kind::mxf4nvf4.block_scale.scale_vec::4X k=64: four 16-groups, ue4m3 scales per 16, F=35 "
-     "(MMA-Sim); not run on hardware"},
+    // then held against 2^20 dot products per operand kind (device/tests/mma_test.cpp).  Its operands are the
+    // instruction's e4m3/e5m2 and the formats they hold (fp6, fp4), all converted to f16 by the datapath.
+    {.name = "hopper-fp8-mma-sync", .group = 32, .fraction_bits = 25, .output = Output::f32_rz,
+     .truncate_tf32 = false, .scale = BlockScale::none, .scale_block = 0,
+     .source = "Hopper mma.sync m16n8k32 e4m3/e5m2: operands converted to f16, k = 4q, 4q+1 then 4q+2, 4q+3 in two "
+               "hopper-f16 steps from +0, C added last in f32 (RNE); equal bit for bit to an H200's mma.sync (e4m3, "
+               "e5m2, mixed; 2^20 dot products each; NaN payloads compared loosely there) (reports/device/)",
+     .datapath = Datapath::f16_pairs, .operands = fp8_operands, .conversion = Conversion::exact,
+     .golden = fp8_golden},
+    {.name = "blackwell-f8f6f4", .group = 32, .fraction_bits = 25, .output = Output::f32_rz, .truncate_tf32 = false,
+     .scale = BlockScale::none, .scale_block = 0,
+     .source = "Blackwell tcgen05.mma kind::f8f6f4 k=32, F=25 (MMA-Sim); not run on hardware by this project",
+     .operands = f8f6f4_operands, .golden = f8f6f4_golden},
+    {.name = "blackwell-mxf8f6f4", .group = 32, .fraction_bits = 25, .output = Output::f32_rz, .truncate_tf32 = false,
+     .scale = BlockScale::per_instruction, .scale_block = 32,
+     .source = "Blackwell tcgen05.mma kind::mxf8f6f4.block_scale, ue8m0 per 32, F=25 (MMA-Sim); not run on hardware",
+     .operands = f8f6f4_operands, .golden = mxf8f6f4_golden},
+    {.name = "blackwell-mxf4", .group = 64, .fraction_bits = 35, .output = Output::f32_rz, .truncate_tf32 = false,
+     .scale = BlockScale::per_16, .scale_block = 32,
+     .source = "Blackwell kind::mxf4.block_scale k=64: four 16-groups summed exactly, times ue8m0 scales (per 32), "
+               "aligned to the scales' exponent sum, F=35 (MMA-Sim); not run on hardware",
+     .operands = fp4_operands, .golden = mxf4_golden},
+    {.name = "blackwell-mxf4nvf4", .group = 64, .fraction_bits = 35, .output = Output::f32_rz, .truncate_tf32 = false,
+     .scale = BlockScale::per_16, .scale_block = 16,
+     .source = "Blackwell kind::mxf4nvf4.block_scale.scale_vec::4X k=64: four 16-groups, ue4m3 scales per 16, F=35 "
+               "(MMA-Sim); not run on hardware",
+     .operands = fp4_operands, .golden = mxf4nvf4_golden},
 };
+// clang-format on
 
 // A term of a fused sum: (-1)^neg * sig * 2^(exp - frac), aligned by `exp` (MMA-Sim's exponent).
 struct Term {
@@ -624,7 +682,7 @@ Term term_of(const Format& f, const Unpacked& u) {
 }
 
 Unpacked maybe_tf32(const Format& f, std::uint64_t code, bool truncate) {
-  if (truncate && &f == &formats::f32) code &= ~std::uint64_t{0x1FFF};
+  if (truncate && same_format(f, formats::f32)) code &= ~std::uint64_t{0x1FFF};
   return unpack(f, code);
 }
 
@@ -705,14 +763,11 @@ std::uint32_t fused_sum(const TensorCoreModel& model, std::span<const Term> term
 
 // ---- the f16_pairs datapath (Hopper FP8 mma.sync) -------------------------------------------------------
 
-// Whether every value of f is an f16 value: at most 11 significant bits, nothing above f16's largest binade
-// 2^15 and nothing below its smallest subnormal 2^-24.  Sufficient, not necessary: a few degenerate
-// parametric formats whose values f16 holds (one exponent bit and a wide mantissa) are refused too.
-// (conformance/gemm/test_mma_sync_model.cpp checks it against the conversion of every code of the built-in
-// formats, and that it accepts no parametric format with a value f16 lacks.)
-bool values_in_f16(const Format& f) {
-  return f.mantissa_bits <= 10 && f.emax() <= 15 && f.magnitude_exponent(1) >= -24;
-}
+// Whether every value of f is an f16 value (holds_every_value: at most 11 significant bits, nothing above f16's
+// max and nothing finer than its smallest subnormal 2^-24).  conformance/gemm/test_mma_sync_model.cpp checks the
+// predicate against the conversion of every code of the built-in formats, and that it accepts no parametric
+// format with a value the wider format lacks.
+bool values_in_f16(const Format& f) { return holds_every_value(formats::f16, f); }
 
 // The f16_pairs models' operand check (check_shapes has already refused significands wider than 24 bits).
 void require_f16_operands(const TensorCoreModel& model, const Format& fa, const Format& fb) {
@@ -1061,8 +1116,31 @@ void for_each_tile(int m, int n, const Body& body) {
 
 std::span<const TensorCoreModel> models() { return model_table; }
 
-bool takes_operands(const TensorCoreModel& model, const Format& f) {
+bool holds_every_value(const Format& g, const Format& f) {
+  if (f.mantissa_bits > g.mantissa_bits) return false;
+  if (!g.is_signed() && f.is_signed()) return false;
+  if ((f.has_inf() && !g.has_inf()) || (f.has_nan() && !g.has_nan())) return false;
+  // Every finite value of f has at most f.mantissa_bits + 1 significant bits, is a multiple of f's smallest
+  // positive value 2^q (the code 1, or 0 in a format without zero) and is at most f's largest magnitude
+  // (two's complement: one more on the negative side, which g must reach too).  g holds such a value when it has as many significand
+  // bits, its own smallest positive value divides 2^q, and its max is no smaller.
+  auto lsb = [](const Format& x) { return x.magnitude_exponent(x.has_zero ? 1 : 0); };
+  if (lsb(f) < lsb(g)) return false;
+  if (max_value(f) > max_value(g)) return false;
+  auto lowest = [](const Format& x) { return magnitude_value(x, x.max_finite_magnitude(true)); };
+  return !f.is_signed() || lowest(f) <= lowest(g);
+}
+
+bool defined_on(const TensorCoreModel& model, const Format& f) {
   return model.datapath == Datapath::f16_pairs ? values_in_f16(f) : f.mantissa_bits <= 23;
+}
+
+bool takes_operands(const TensorCoreModel& model, const Format& f) {
+  for (const Format* own : model.operands) {
+    if (same_format(*own, f)) return true;
+    if (model.conversion == Conversion::exact && holds_every_value(*own, f)) return true;
+  }
+  return false;
 }
 
 const TensorCoreModel* find_model(std::string_view name) {

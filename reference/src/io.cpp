@@ -6,6 +6,7 @@
 //              padded with spaces), then the byte buffer, which the data_offsets must cover entirely.
 
 #include "lowbit/io.hpp"
+#include "lowbit/text.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -37,10 +38,7 @@ namespace {
 // held to the same bound.
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 
-std::string hex_byte(std::uint8_t b) {
-  static constexpr char digits[] = "0123456789abcdef";
-  return std::string{"0x"} + digits[b >> 4] + digits[b & 15];
-}
+std::string hex_byte(std::uint8_t b) { return hex(b, 2); }
 
 [[noreturn]] void fail_at(const std::string& path, std::uint64_t byte, const std::string& problem) {
   throw FileError(path, "byte " + std::to_string(byte), problem);

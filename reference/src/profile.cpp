@@ -37,7 +37,7 @@ const TargetRule ocp_rules[] = {
 };
 
 // ---- cuda: the CUDA 13.0 toolkit's conversion functions (cuda_fp8.h, cuda_fp6.h, cuda_fp4.h,
-// cuda_fp16.h, cuda_bf16.h), measured on this machine's toolkit (SEMANTICS.md §3's table).
+// cuda_fp16.h, cuda_bf16.h), measured on this machine's toolkit (docs/semantics.md §3's table).
 const TargetRule cuda_rules[] = {
     {&F::e4m3, rn, R::rne, sat_or_not, O::satfinite, "__nv_cvt_float_to_fp8(x, sat, __NV_E4M3)"},
     {&F::e5m2, rn, R::rne, sat_or_not, O::satfinite, "__nv_cvt_float_to_fp8(x, sat, __NV_E5M2)"},
@@ -97,7 +97,7 @@ const TargetRule llvm_rules[] = {
 };
 
 // ---- te: Transformer Engine kernels cast with cvt.rn.satfinite; the MXFP8 scale is
-// cvt.rp.satfinite.ue8m0x2 (SEMANTICS.md §4).
+// cvt.rp.satfinite.ue8m0x2 (docs/semantics.md §4).
 const TargetRule te_rules[] = {
     {&F::e4m3, rn, R::rne, sat, O::satfinite, "cvt.rn.satfinite.e4m3x2.f32"},
     {&F::e5m2, rn, R::rne, sat, O::satfinite, "cvt.rn.satfinite.e5m2x2.f32"},

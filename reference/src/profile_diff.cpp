@@ -11,7 +11,7 @@ namespace lowbit {
 
 const std::vector<DiffProbe>& profile_diff_probes() {
   using C = InputClass;
-  // SEMANTICS.md §3 and the peer profiles (profile.cpp) name each of these; one input per kind of
+  // docs/semantics.md §3 and the peer profiles (profile.cpp) name each of these; one input per kind of
   // disagreement, grouped by target format.
   static const std::vector<DiffProbe> probes = {
       {C::nan, "e4m3", "-nan", "NaN sign: kept (0xff) or canonical positive NaN (0x7f)"},

@@ -52,7 +52,7 @@ int emax_elem(const Format& f) { return f.emax(); }
 
 // 16x16 Sylvester Hadamard matrix entry: (-1)^popcount(i & j).
 int hadamard16(int i, int j) { return (std::popcount(static_cast<unsigned>(i & j)) & 1) ? -1 : 1; }
-// TE's fixed sign vector for the random Hadamard transform (SEMANTICS.md §4).
+// TE's fixed sign vector for the random Hadamard transform (docs/semantics.md §4).
 constexpr int k_rht_signs[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
 
 // y = x diag(s) H / 4 on each 16-element row group.  The sum of sixteen ±x_i is formed exactly in f64
@@ -803,7 +803,7 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
     }
     case Scheme::nvfp4:
     case Scheme::nvfp4_2d: {
-      // TE core_nvfp4.cuh / quantize_transpose_nvfp4.cuh, SEMANTICS.md §4 steps 1-7.
+      // TE core_nvfp4.cuh / quantize_transpose_nvfp4.cuh, docs/semantics.md §4 steps 1-7.
       const bool four_six = o.variant == Variant::four_over_six || o.variant == Variant::four_over_six_mse;
       const float scale_max = four_six ? 256.0f : max_of(formats::e4m3);  // 448 (4over6: 256)
       const int br = o.scheme == Scheme::nvfp4_2d ? 16 : 1;

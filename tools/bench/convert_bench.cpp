@@ -1,4 +1,4 @@
-// Conversion throughput, every implementation side by side in one run (DESIGN.md: ratios, never a lone
+// Conversion throughput, every implementation side by side in one run (ratios, never a lone
 // absolute time).
 //
 //   BM_Convert/<target>/<impl>: f32 -> target over 2^24 uniformly random 32-bit patterns (every class:

@@ -1,4 +1,4 @@
-// GEMM throughput at M = N = K = 1024, side by side in one run (DESIGN.md: ratios, never a lone absolute
+// GEMM throughput at M = N = K = 1024, side by side in one run (ratios, never a lone absolute
 // time).
 //
 //   BM_Gemm/<impl>/threads:<t>, wall time per GEMM:

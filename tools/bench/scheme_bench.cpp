@@ -1,4 +1,4 @@
-// Scaling-scheme throughput against the plain conversion, side by side in one run (DESIGN.md: ratios,
+// Scaling-scheme throughput against the plain conversion, side by side in one run (ratios,
 // never a lone absolute time).
 //
 //   BM_Plain/<element>: lowbit::convert_batch f32 -> element (the SIMD path), the element policy every

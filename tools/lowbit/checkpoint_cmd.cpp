@@ -44,13 +44,10 @@ struct VerifyOptions {
 };
 
 // The exact value of a code, or a note when the stored byte is not a code of the format.
+// Long decimals (tiny e8m0 scales) as the power of two s*2^e that such a value is.
 std::string value_text(const Format& f, std::uint64_t code) {
   if (!f.valid_code(code)) return "not a " + std::string(f.name) + " code";
-  const std::string d = exact::code_text(f, code);
-  if (d.size() <= 24) return d;
-  // Long decimals (tiny e8m0 scales): the power of two, 2^e, which is what such a scale is.
-  if (f.name == std::string("e8m0")) return "2^" + std::to_string(static_cast<int>(code) - 127);
-  return d;
+  return short_value(f, code, 24);
 }
 
 struct CodeDiff {

@@ -6,13 +6,18 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
+#include <string_view>
 
 #include "lowbit/format.hpp"
+#include "lowbit/registry.hpp"
+#include "lowbit/text.hpp"
 
 namespace lowbit::cli {
 
@@ -21,34 +26,53 @@ struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Lowercase 0x hex padded to `digits` digits.
-inline std::string hex(std::uint64_t v, int digits) {
-  static const char* const d = "0123456789abcdef";
-  std::string s;
-  for (; v != 0; v >>= 4) s.insert(s.begin(), d[v & 15]);
-  if (s.size() < static_cast<std::size_t>(digits)) s.insert(0, static_cast<std::size_t>(digits) - s.size(), '0');
-  return "0x" + s;
-}
-inline std::string hex(const Format& f, std::uint64_t code) { return hex(code, f.hex_digits()); }
-
 // A "0x..." string of at most `bits` bits; `what` names the culprit in the message.
 inline std::uint64_t parse_hex_field(const nlohmann::json& j, const std::string& what, int bits) {
   if (!j.is_string()) throw InputError(what + ": expected a \"0x...\" string");
   const std::string s = j.get<std::string>();
-  if (s.size() < 3 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') || s.size() > 18)
-    throw InputError(what + ": '" + s + "' is not a 0x hex value");
-  std::uint64_t v = 0;
-  for (std::size_t i = 2; i < s.size(); ++i) {
-    const char c = s[i];
-    int h = -1;
-    if (c >= '0' && c <= '9') h = c - '0';
-    else if (c >= 'a' && c <= 'f') h = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') h = c - 'A' + 10;
-    if (h < 0) throw InputError(what + ": '" + s + "' is not a 0x hex value");
-    v = v << 4 | static_cast<std::uint64_t>(h);
-  }
+  bool wide = false;
+  const std::optional<std::uint64_t> parsed = parse_hex(s, HexPrefix::required, &wide);
+  if (!parsed || s.size() > 18) throw InputError(what + ": '" + s + "' is not a 0x hex value");
+  const std::uint64_t v = *parsed;
   if (bits < 64 && (v >> bits) != 0) throw InputError(what + ": " + s + " is wider than " + std::to_string(bits) + " bits");
   return v;
+}
+
+// A format by name or alias; InputError naming `option` when there is none.
+inline const Format& require_format(const std::string& option, const std::string& name) {
+  const Format* f = find_format(name);
+  if (!f) throw InputError(option + ": unknown format '" + name + "' (see `lowbit formats`)");
+  return *f;
+}
+
+// Why a code is not one of `f`'s (it needs more bits, or tf32's low storage bits are not zero).
+inline std::string code_problem(const Format& f, std::string_view text) {
+  return "'" + std::string(text) + "' is too wide for " + f.name + " (" + std::to_string(f.code_bits()) + " code bits" +
+         (f.code_shift ? " above " + std::to_string(f.code_shift) + " zero bits" : "") + ")";
+}
+
+// Append `item` to a separated list.
+inline void append(std::string& list, std::string_view sep, std::string_view item) {
+  if (!list.empty()) list += sep;
+  list += item;
+}
+
+// Rows of cells printed as aligned columns (two spaces between), for the listing commands.
+inline void print_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width;
+  for (const auto& r : rows)
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      if (width.size() <= i) width.push_back(0);
+      width[i] = std::max(width[i], r[i].size());
+    }
+  for (const auto& r : rows) {
+    std::string line;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      line += r[i];
+      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
+    }
+    std::cout << line << '\n';
+  }
 }
 
 // Read all of stdin or a file.
@@ -96,10 +120,6 @@ inline void write_all(const std::string& path, const std::string& text, const st
 // null) or code, value and flags.  value: the exact decimal, or with `short_values` the short form of
 // `lowbit profiles --diff` followed by exact_value, the exact decimal.
 nlohmann::ordered_json profile_difference_rows(bool short_values);
-
-// A short exact form of a code for tables: the decimal when it is short (at most 14 characters), else
-// s*2^e with s odd ("2^-127"); defined in profile_diff_json.cpp.
-std::string short_value(const Format& f, std::uint64_t code);
 
 // Run a subcommand body: an InputError prints its message and exits 2.
 template <class F>

@@ -8,6 +8,7 @@
 #include "cli_util.hpp"
 #include "commands.hpp"
 #include "lowbit/gemm.hpp"
+#include "lowbit/procedure.hpp"
 #include "lowbit/io.hpp"
 #include "lowbit/registry.hpp"
 
@@ -23,27 +24,12 @@ struct GemmOptions {
   std::string a = "-";
   std::string out = "-";
   bool list = false;
+  bool json = false;  // --list-models --json
   bool amax = false;
   int rows = 0, cols = 0;  // D's shape, once known
   // File mode: .npy operands (see read_npy_operands).
   std::string b, c, a_format, b_format, a_scales, b_scales, scale_format, alpha, beta, scale_a, scale_b;
   int scale_block = 0;
-};
-
-// Models beyond the tensor-core presets: the exact reference, f32 accumulation orders, promotion.
-struct ExtraModel {
-  const char* name;
-  const char* description;
-};
-const ExtraModel extra_models[] = {
-    {"exact", "exact sum of products (and C), rounded once to f32 with rne"},
-    {"f32-sequential", "acc = fl(acc + fl(a*b)) in K order"},
-    {"f32-fma", "acc = fmaf(a, b, acc) in K order"},
-    {"f32-pairwise", "products fl(a*b) summed by recursive halving"},
-    {"f32-splitk4", "four contiguous K slices, each sequential, then summed in order"},
-    {"f32-blocked128", "each 128-element block summed exactly and rounded to f32, then added in f32"},
-    {"hopper-fp8-promote128", "hopper-fp8 inside 128-element blocks from zero, each promoted with an fp32 FMA"},
-    {"hopper-fp8-blockscaled", "DeepGEMM: hopper-fp8 per 128-block, promoted with fp32(sa*sb) (1x128 / 128x128 f32 scales)"},
 };
 
 Matrix read_matrix(const json& j, const std::string& key, const Format& f, int rows, int cols) {
@@ -188,17 +174,55 @@ void write_result(const GemmOptions& o, const std::vector<std::uint64_t>& d, boo
   write_all(o.out, out.dump() + "\n", "--out");
 }
 
-void run_gemm(GemmOptions& o) {
-  if (o.list) {
-    std::string s;
-    for (const auto& m : extra_models) s += std::string(m.name) + "\t" + m.description + "\n";
-    for (const auto& m : gemm::models())
-      s += std::string(m.name) + "\tk=" + std::to_string(m.group) + " F=" + std::to_string(m.fraction_bits) + "; " +
-           m.source + "\n";
-    write_all("-", s, "--out");
+// `lowbit gemm --list-models`: name, tab, what it computes (a model: k, F and its source); --json: every row.
+void list_models(const GemmOptions& o) {
+  if (o.json) {
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const gemm::Procedure& p : gemm::procedures()) {
+      nlohmann::ordered_json r = {{"name", p.name}, {"kind", lowbit::name(p.kind)}, {"description", p.description},
+                {"scales", lowbit::name(p.scales)}};
+      r["operands"] = json::array();
+      for (const Format* f : p.operands) r["operands"].push_back(f->name);
+      r["converts_exactly"] = p.conversion == gemm::Conversion::exact;
+      r["operand_rule"] = gemm::operand_text(p);
+      if (p.model) {
+        const gemm::TensorCoreModel& m = *p.model;
+        r["model"] = {{"name", m.name}, {"group", m.group}, {"fraction_bits", m.fraction_bits},
+                      {"output", lowbit::name(m.output)}, {"block_scale", lowbit::name(m.scale)},
+                      {"scale_block", m.scale_block}, {"datapath", lowbit::name(m.datapath)}};
+      }
+      if (p.interval) r["interval"] = p.interval;
+      r["golden"] = json::array();
+      for (const gemm::OperandPair& g : p.golden) {
+        nlohmann::ordered_json e = {{"a_format", g.a->name}, {"b_format", g.b->name}};
+        if (g.scale) e["scale_format"] = g.scale->name, e["scale_block"] = g.scale_block;
+        r["golden"].push_back(e);
+      }
+      rows.push_back(r);
+    }
+    write_all("-", rows.dump(2) + "\n", "--out");
     return;
   }
+  std::string s;
+  for (const gemm::Procedure& p : gemm::procedures()) {
+    if (p.kind == gemm::Kind::model)
+      s += std::string(p.name) + "\tk=" + std::to_string(p.model->group) + " F=" +
+           std::to_string(p.model->fraction_bits) + "; " + p.description + "\n";
+    else
+      s += std::string(p.name) + "\t" + p.description + "\n";
+  }
+  write_all("-", s, "--out");
+}
+
+// The JSON key a library argument id names (the ids are the text mode's keys).
+InputError key_error(const ArgumentError& e) { return InputError("\"" + e.argument + "\": " + e.what()); }
+
+void run_gemm(GemmOptions& o) {
+  if (o.json && !o.list) throw InputError("--json: only with --list-models");
+  if (o.list) return list_models(o);
   if (o.model.empty()) throw InputError("--model: required (see lowbit gemm --list-models)");
+  const gemm::Procedure* proc = gemm::find_procedure(o.model);
+  if (!proc) throw InputError("--model: unknown model '" + o.model + "' (see lowbit gemm --list-models)");
   json j;
   if (o.a != "-") {
     j = read_npy_operands(o);
@@ -223,120 +247,51 @@ void run_gemm(GemmOptions& o) {
   const Matrix b = read_matrix(j, "b", fb, k, n);
   std::unique_ptr<Matrix> c;
   if (j.contains("c")) c = std::make_unique<Matrix>(read_matrix(j, "c", formats::f32, m, n));
-  // D = alpha * scale_a * scale_b * (A B) + beta * C; beta defaults to 1 when C is given (C accumulates,
-  // as a tensor core's D = A B + C does) and to 0 otherwise.
-  constexpr std::uint32_t one = 0x3F800000u;
-  const std::uint32_t alpha = read_f32(j, "alpha", one), beta = read_f32(j, "beta", c ? one : 0);
-  const std::uint32_t sa = read_f32(j, "scale_a", one), sb = read_f32(j, "scale_b", one);
-  // cuBLASLt's C and D scales and its optional quantized output ("d_format", e.g. e4m3: rne + satfinite of
-  // fp32(d * scale_d)); "amax_d" is taken on D before scale_d and the conversion.
-  const std::uint32_t sc = read_f32(j, "scale_c", one), sd = read_f32(j, "scale_d", one);
-  const Format* d_format = nullptr;
-  if (j.contains("d_format")) {
-    d_format = &read_format(j, "d_format", "f32");
-    if (d_format->bits > 16) throw InputError("\"d_format\": a quantized output is a format of at most 16 bits");
-  } else if (sd != one) {
-    throw InputError("\"scale_d\": only with a quantized output (\"d_format\")");
-  }
-  // Without an epilogue, C enters the accumulation itself; with one, the model runs from zero and the
-  // epilogue (gemm::apply_epilogue) combines its result with C.
-  const bool epilogue = alpha != one || (c && beta != one) || sa != one || sb != one || (c && sc != one);
-  const Matrix* cin = epilogue ? nullptr : c.get();
-
-  std::vector<std::uint64_t> d;
-  const std::string& name = o.model;
-  auto order = [&](gemm::Order ord) {
-    gemm::OrderOptions oo;
-    oo.order = ord;
-    return gemm::accumulate(a, b, cin, oo);
-  };
-  const gemm::TensorCoreModel* tc = gemm::find_model(name);
-  const gemm::TensorCoreModel& hopper = *gemm::find_model("hopper-fp8");
-  std::uint32_t esa = sa, esb = sb;  // the scales left for the epilogue
-  if (name == "exact" && j.contains("a_scales")) {
-    // Block-scaled exact reference: "scale_format" e8m0 / ue4m3 (MX, NVFP4: one B scale per column) or f32
-    // (DeepGEMM: B scales per 128x128 block), "scale_block" the K block (default 32, 16 for ue4m3, 128 for f32).
-    const Format& sf = read_format(j, "scale_format", "e8m0");
-    const int def = &sf == &formats::f32 ? 128 : (&sf == &formats::ue4m3 ? 16 : 32);
-    const int blk = j.contains("scale_block") ? read_dim(j, "scale_block") : def;
-    const int bn = &sf == &formats::f32 ? 128 : 1;
-    const int kb = (k + blk - 1) / blk;
-    const Matrix as = read_matrix(j, "a_scales", sf, m, kb);
-    const Matrix bs = read_matrix(j, "b_scales", sf, kb, (n + bn - 1) / bn);
-    if (epilogue) throw InputError("\"alpha\"/\"beta\"/\"scale_a\": not combined with block scales");
-    write_result(o, gemm::exact_block_scaled(a, b, as, bs, blk, bn, c.get(), formats::f32, Policy{}), false);
-    return;
-  }
-  if (name == "exact") {
-    gemm::ExactOptions eo;
-    eo.alpha = alpha;
-    eo.beta = beta;
-    eo.scale_a = sa;
-    eo.scale_b = sb;
-    eo.scale_c = sc;
-    const std::vector<std::uint64_t> dd = gemm::exact(a, b, c.get(), eo);
-    if (d_format) {
-      // Rounded once, from the exact scale_d * D, into the output format.
-      gemm::ExactOptions q = eo;
-      q.scale_d = sd;
-      q.out = d_format;
-      q.policy.overflow = Overflow::satfinite;
-      write_result(o, dd, false, d_format, gemm::exact(a, b, c.get(), q));
-    } else {
-      write_result(o, dd, false);
+  gemm::Operands ops{.a = &a, .b = &b, .c = c.get()};
+  // Block scales: read with the shapes and format the procedure uses (required where its layout has them).
+  std::unique_ptr<Matrix> as, bs;
+  const bool required =
+      proc->scales == gemm::ScaleLayout::per_k_block || proc->scales == gemm::ScaleLayout::deepgemm_1x128;
+  if (required || (proc->scales == gemm::ScaleLayout::optional_k && j.contains("a_scales"))) {
+    const Format* sf = j.contains("scale_format") ? &read_format(j, "scale_format", "e8m0") : nullptr;
+    const int blk = j.contains("scale_block") ? read_dim(j, "scale_block") : 0;
+    gemm::ScaleShape sh;
+    try {
+      sh = gemm::scale_shape(*proc, m, n, k, sf, blk);
+    } catch (const ArgumentError& e) {
+      throw key_error(e);
     }
-    return;
-  } else if (name == "f32-sequential") {
-    d = order(gemm::Order::sequential);
-  } else if (name == "f32-fma") {
-    d = order(gemm::Order::sequential_fma);
-  } else if (name == "f32-pairwise") {
-    d = order(gemm::Order::pairwise);
-  } else if (name == "f32-splitk4") {
-    d = order(gemm::Order::split_k);
-  } else if (name == "f32-blocked128") {
-    d = order(gemm::Order::blocked);
-  } else if (name == "hopper-fp8-promote128") {
-    // The promotion multiplies each block by s = fp32(scale_a * scale_b) (DeepGEMM's FMA).
-    const float s = std::bit_cast<float>(sa) * std::bit_cast<float>(sb);
-    d = gemm::run_promoted(hopper, 128, a, b, cin, std::bit_cast<std::uint32_t>(s));
-    esa = esb = one;
-  } else if (name == "hopper-fp8-blockscaled") {
-    const int kb = (k + 127) / 128, nb = (n + 127) / 128;
-    const Matrix as = read_matrix(j, "a_scales", formats::f32, m, kb);
-    const Matrix bs = read_matrix(j, "b_scales", formats::f32, kb, nb);
-    d = gemm::run_block_scaled(hopper, a, b, as, bs, cin);
-  } else if (tc && tc->scale != gemm::BlockScale::none) {
-    const Format& sf = read_format(j, "scale_format", tc->scale_block == 16 ? "ue4m3" : "e8m0");
-    const int blk = j.contains("scale_block") ? read_dim(j, "scale_block") : tc->scale_block;
-    if (blk != tc->scale_block)
-      throw InputError("\"scale_block\": model " + name + " uses " + std::to_string(tc->scale_block));
-    const int kb = (k + blk - 1) / blk;
-    const Matrix as = read_matrix(j, "a_scales", sf, m, kb);
-    const Matrix bs = read_matrix(j, "b_scales", sf, kb, n);
-    d = gemm::run_model(*tc, a, b, cin, &as, &bs);
-  } else if (tc) {
-    for (const auto& [key, f] : {std::pair{"a_format", &fa}, std::pair{"b_format", &fb}})
-      if (!gemm::takes_operands(*tc, *f))
-        throw InputError(std::string("\"") + key + "\": model " + name + " converts its operands to f16 exactly; " +
-                         f->name + " has values that f16 lacks");
-    d = gemm::run_model(*tc, a, b, cin);
+    as = std::make_unique<Matrix>(read_matrix(j, "a_scales", *sh.format, sh.a_rows, sh.a_cols));
+    bs = std::make_unique<Matrix>(read_matrix(j, "b_scales", *sh.format, sh.b_rows, sh.b_cols));
+    ops.a_scales = as.get();
+    ops.b_scales = bs.get();
+    ops.scale_block = sh.block;
   } else {
-    throw InputError("--model: unknown model '" + name + "' (see lowbit gemm --list-models)");
+    for (const char* key : {"a_scales", "b_scales", "scale_format", "scale_block"})
+      if (j.contains(key)) throw InputError(std::string("\"") + key + "\": " + proc->name + " takes no block scales");
   }
-  const bool f16_out = tc && tc->output == gemm::Output::f16_rne;
-  if (epilogue) {
-    if (f16_out) throw InputError("--model: " + name + " writes f16; alpha, beta and scales are not supported there");
-    d = gemm::apply_epilogue(d, c.get(), alpha, beta, esa, esb, sc);
+  // D = alpha * scale_a * scale_b * (A B) + beta * C; beta defaults to 1 when C is given (C accumulates,
+  // as a tensor core's D = A B + C does) and to 0 otherwise.  cuBLASLt's C and D scales and its optional
+  // quantized output ("d_format", e.g. e4m3: rne + satfinite of fp32(d * scale_d)); "amax_d" is taken on D
+  // before scale_d and the conversion.
+  constexpr std::uint32_t one = 0x3F800000u;
+  gemm::Epilogue& e = ops.epilogue;
+  e.alpha = read_f32(j, "alpha", one);
+  if (j.contains("beta")) e.beta = read_f32(j, "beta", one);
+  e.scale_a = read_f32(j, "scale_a", one);
+  e.scale_b = read_f32(j, "scale_b", one);
+  e.scale_c = read_f32(j, "scale_c", one);
+  e.scale_d = read_f32(j, "scale_d", one);
+  if (j.contains("d_format")) e.d_format = &read_format(j, "d_format", "f32");
+  gemm::RunResult d;
+  try {
+    d = gemm::run(*proc, ops);
+  } catch (const ArgumentError& err) {
+    throw key_error(err);
   }
-  if (d_format) {
-    if (f16_out) throw InputError("\"d_format\": " + name + " writes f16");
-    write_result(o, d, false, d_format, gemm::quantize_output(d, sd, *d_format));
-    return;
-  }
-  write_result(o, d, f16_out);
+  const bool f16_out = same_format(*d.format, formats::f16);
+  write_result(o, d.d, f16_out, d.quantized_format, d.quantized);
 }
-
 }  // namespace
 
 void add_gemm(CLI::App& app) {
@@ -358,6 +313,7 @@ void add_gemm(CLI::App& app) {
   sub->add_option("--scale-b", o->scale_b, "per-tensor B scale, f32 bits");
   sub->add_option("--out", o->out, "'-', a JSON file, or D.npy (f32)");
   sub->add_flag("--list-models", o->list, "List the models: name, tab, parameters and source");
+  sub->add_flag("--json", o->json, "With --list-models: every procedure's row as JSON (kind, operands, scales, model)");
   sub->add_flag("--amax", o->amax, "Also write amax_d, the largest |d| (f32 bits)");
   sub->callback([o] { guarded([&] { run_gemm(*o); }); });
 }

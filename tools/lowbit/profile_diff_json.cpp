@@ -4,41 +4,12 @@
 #include <string>
 
 #include "cli_util.hpp"
+#include "lowbit/text.hpp"
 #include "lowbit/exact.hpp"
 #include "lowbit/profile.hpp"
 #include "lowbit/profile_diff.hpp"
 
 namespace lowbit::cli {
-
-namespace {
-
-// Flags in the contract's order, comma-separated, or "-".
-std::string flags_text(std::uint8_t flags) {
-  std::string s;
-  auto add = [&](std::uint8_t bit, const char* name) {
-    if (flags & bit) s += (s.empty() ? "" : ",") + std::string(name);
-  };
-  add(flag::inexact, "inexact");
-  add(flag::underflow, "underflow");
-  add(flag::overflow, "overflow");
-  add(flag::invalid, "invalid");
-  return s.empty() ? "-" : s;
-}
-
-}  // namespace
-
-std::string short_value(const Format& f, std::uint64_t code) {
-  const std::string d = exact::code_text(f, code);
-  if (d.size() <= 14) return d;
-  const Unpacked u = unpack(f, code);
-  std::uint64_t s = u.significand;
-  int e = u.exponent;
-  while (s != 0 && (s & 1) == 0) {
-    s >>= 1;
-    ++e;
-  }
-  return std::string(u.negative ? "-" : "") + (s == 1 ? "" : std::to_string(s) + "*") + "2^" + std::to_string(e);
-}
 
 nlohmann::ordered_json profile_difference_rows(bool short_values) {
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();

@@ -1,7 +1,7 @@
 // `lowbit report [--out DIR] [--quick] [--input FILE.npy|FILE.safetensors] [--device-runs DIR] [--json-only]`:
 // the accuracy report.
 //
-// Computes DIR/report.json here (every number deterministic: in-house generators, report_random.hpp, and
+// Computes DIR/report.json here (every number deterministic: in-house generators, lowbit/rng.hpp, and
 // the library's exact machinery), then runs tools/report/render.py, which draws the figures with
 // matplotlib and writes DIR/report.md, DIR/index.html (self-contained: figures embedded as data: URIs)
 // and DIR/figures/*.png.  Every file is written to a temporary name and renamed into place.
@@ -47,13 +47,14 @@
 #include "lowbit/convert.hpp"
 #include "lowbit/exact.hpp"
 #include "lowbit/gemm.hpp"
+#include "lowbit/procedure.hpp"
 #include "lowbit/io.hpp"
 #include "lowbit/profile.hpp"
 #include "lowbit/profile_diff.hpp"
 #include "lowbit/registry.hpp"
 #include "lowbit/scale.hpp"
 #include "quantize_common.hpp"
-#include "report_random.hpp"
+#include "lowbit/rng.hpp"
 
 #ifndef LOWBIT_VERSION
 #define LOWBIT_VERSION "0.0.0"
@@ -91,7 +92,7 @@ json num(double x) {
 }
 
 // 10 log10(x) through the deterministic logarithm.
-double db(double x) { return 10.0 * report::det_log(x) / 2.30258509299404568402; }
+double db(double x) { return 10.0 * rng::det_log(x) / 2.30258509299404568402; }
 
 // The value of every code of a format of at most 16 bits, as a double (exact: every such value is one).
 std::vector<double> decode_table(const Format& f) {
@@ -125,18 +126,18 @@ S::Tensor make_tensor(const std::string& name, int rows, int cols, std::uint64_t
     for (float& v : t.data) v = static_cast<float>(draw());
   };
   if (name == "gaussian") {
-    fill([&] { return report::normal(s); });
+    fill([&] { return rng::normal(s); });
   } else if (name == "laplace") {
-    fill([&] { return report::laplace(s); });
+    fill([&] { return rng::laplace(s); });
   } else if (name == "student-t3") {
-    fill([&] { return report::student_t3(s); });
+    fill([&] { return rng::student_t3(s); });
   } else if (name == "log-uniform") {
-    fill([&] { return report::log_uniform(s, -24.0, 8.0); });
+    fill([&] { return rng::log_uniform(s, -24.0, 8.0); });
   } else if (name == "llm-activations") {
     // Tokens x channels: N(0,1), and 6 distinct outlier channels (drawn from the stream) scaled by 100.
     std::vector<bool> outlier(static_cast<std::size_t>(cols), false);
     for (int picked = 0; picked < std::min(6, cols);) {
-      const auto c = static_cast<std::size_t>(report::splitmix(s) % static_cast<std::uint64_t>(cols));
+      const auto c = static_cast<std::size_t>(rng::splitmix(s) % static_cast<std::uint64_t>(cols));
       if (!outlier[c]) {
         outlier[c] = true;
         ++picked;
@@ -144,7 +145,7 @@ S::Tensor make_tensor(const std::string& name, int rows, int cols, std::uint64_t
     }
     for (int r = 0; r < rows; ++r)
       for (int c = 0; c < cols; ++c) {
-        const double v = report::normal(s) * (outlier[static_cast<std::size_t>(c)] ? 100.0 : 1.0);
+        const double v = rng::normal(s) * (outlier[static_cast<std::size_t>(c)] ? 100.0 : 1.0);
         t.data[static_cast<std::size_t>(r) * cols + c] = static_cast<float>(v);
       }
   } else if (name == "weight-like") {
@@ -152,9 +153,9 @@ S::Tensor make_tensor(const std::string& name, int rows, int cols, std::uint64_t
     // [-1, 1) (a fan-in initialisation whose rows drifted apart by up to 2x either way in training).
     const double inv = 1.0 / std::sqrt(static_cast<double>(cols));
     for (int r = 0; r < rows; ++r) {
-      const double sigma = report::det_exp2(2.0 * report::uniform_open(s) - 1.0) * inv;
+      const double sigma = rng::det_exp2(2.0 * rng::uniform_open(s) - 1.0) * inv;
       for (int c = 0; c < cols; ++c)
-        t.data[static_cast<std::size_t>(r) * cols + c] = static_cast<float>(report::normal(s) * sigma);
+        t.data[static_cast<std::size_t>(r) * cols + c] = static_cast<float>(rng::normal(s) * sigma);
     }
   }
   return t;
@@ -422,14 +423,14 @@ json config_json(const Config& c) {
 // ---- GEMM error against K -----------------------------------------------------------------------------
 // The fixed experiment of conformance/gemm/test_exact.cpp ("the DeepSeek-V3 experiment"), generated
 // exactly as that test does so that the numbers agree with it and with README.md: M = N = 64, for each K a
-// fresh splitmix64 stream from seed 1, N(0,1) samples by report::normal (Marsaglia's polar method with
+// fresh splitmix64 stream from seed 1, N(0,1) samples by rng::normal (Marsaglia's polar method with
 // lowbit's own logarithm: the same inputs on every platform), A (64 x K) then B (K x 64),
 // each quantized per tensor to e4m3: scale = fp32(448 / amax), code = e4m3(rne, satfinite)(fp32(x * scale)).
 // The errors are measured on the codes' products (the scales multiply D and D_exact alike).
 
 std::vector<std::uint64_t> quantized_normal(int n, std::uint64_t& seed) {
   std::vector<float> x(static_cast<std::size_t>(n));
-  for (float& v : x) v = static_cast<float>(report::normal(seed));
+  for (float& v : x) v = static_cast<float>(rng::normal(seed));
   float amax = 0;
   for (float v : x) amax = std::max(amax, std::fabs(v));
   const float scale = 448.0f / amax;
@@ -478,17 +479,6 @@ GemmErrors gemm_errors(const std::vector<std::uint64_t>& d, bool f16_out, const 
   return e;
 }
 
-// Models in `lowbit gemm --list-models` order: the exact reference, the f32 orders and promotion
-// (gemm_cmd.cpp), then gemm::models().
-const char* const extra_model_names[] = {"exact",
-                                         "f32-sequential",
-                                         "f32-fma",
-                                         "f32-pairwise",
-                                         "f32-splitk4",
-                                         "f32-blocked128",
-                                         "hopper-fp8-promote128",
-                                         "hopper-fp8-blockscaled"};
-
 struct GemmPlan {
   std::vector<int> ks;
   std::vector<std::string> models;  // every model evaluated at every k of `ks`
@@ -497,15 +487,17 @@ struct GemmPlan {
 };
 
 json gemm_section(bool quick, json& skipped, json& experiment) {
+  // Every procedure in `lowbit gemm --list-models` order, and the ones this experiment cannot run, with why.
   std::vector<std::string> all;
-  for (const char* m : extra_model_names) all.push_back(m);
-  for (const auto& m : gemm::models()) all.push_back(m.name);
-  // Models this experiment cannot run, and why.
   std::map<std::string, std::string> why_not;
-  why_not["exact"] = "the reference itself (its error is zero by definition)";
-  for (const auto& m : gemm::models())
-    if (m.scale == gemm::BlockScale::per_16)
-      why_not[m.name] = "takes FP4 operands with per-16 block scales; this experiment's operands are e4m3";
+  for (const gemm::Procedure& p : gemm::procedures()) {
+    all.push_back(p.name);
+    if (p.kind == gemm::Kind::exact) why_not[p.name] = "the reference itself (its error is zero by definition)";
+    else if (p.model && p.model->scale == gemm::BlockScale::per_16)
+      why_not[p.name] = "takes FP4 operands with per-16 block scales; this experiment's operands are e4m3";
+    else if (!gemm::takes(p, F::e4m3))
+      why_not[p.name] = "takes " + gemm::operand_text(p) + "; this experiment's operands are e4m3";
+  }
   std::vector<int> ks;
   for (int k = 64; k <= 16384; k *= 2) ks.push_back(k);
   // --quick: the two models the experiment is about, the plain f32 order and the other FP8 tensor cores (the
@@ -545,7 +537,6 @@ json gemm_section(bool quick, json& skipped, json& experiment) {
   for (const std::string& m : all)
     if (why_not.count(m)) skipped.push_back({{"model", m}, {"why", why_not[m]}});
 
-  const gemm::TensorCoreModel& hopper = *gemm::find_model("hopper-fp8");
   json rows = json::array();
   std::map<std::string, std::vector<json>> by_model;
   std::map<std::string, std::pair<std::vector<int>, bool>> overflowed;  // K list, f16 output
@@ -555,37 +546,21 @@ json gemm_section(bool quick, json& skipped, json& experiment) {
     const gemm::Matrix b{&F::e4m3, k, 64, quantized_normal(k * 64, seed)};
     const std::vector<std::uint64_t> ref = gemm::exact(a, b, nullptr);
     for (const std::string& name : run_models) {
-      std::vector<std::uint64_t> d;
-      bool f16_out = false;
-      auto order = [&](gemm::Order o) {
-        gemm::OrderOptions oo;
-        oo.order = o;
-        return gemm::accumulate(a, b, nullptr, oo);
-      };
-      if (name == "f32-sequential") d = order(gemm::Order::sequential);
-      else if (name == "f32-fma") d = order(gemm::Order::sequential_fma);
-      else if (name == "f32-pairwise") d = order(gemm::Order::pairwise);
-      else if (name == "f32-splitk4") d = order(gemm::Order::split_k);
-      else if (name == "f32-blocked128") d = order(gemm::Order::blocked);
-      else if (name == "hopper-fp8-promote128") d = gemm::run_promoted(hopper, 128, a, b, nullptr);
-      else if (name == "hopper-fp8-blockscaled") {
-        const int kb = (k + 127) / 128;
-        const gemm::Matrix as{&F::f32, 64, kb,
-                              std::vector<std::uint64_t>(static_cast<std::size_t>(64 * kb), 0x3F800000u)};
-        const gemm::Matrix bs{&F::f32, kb, 1, std::vector<std::uint64_t>(static_cast<std::size_t>(kb), 0x3F800000u)};
-        d = gemm::run_block_scaled(hopper, a, b, as, bs, nullptr);
-      } else {
-        const gemm::TensorCoreModel& tc = *gemm::find_model(name);
-        f16_out = tc.output == gemm::Output::f16_rne;
-        if (tc.scale == gemm::BlockScale::per_instruction) {
-          const int kb = (k + tc.scale_block - 1) / tc.scale_block;
-          const gemm::Matrix as{&F::e8m0, 64, kb, std::vector<std::uint64_t>(static_cast<std::size_t>(64 * kb), 0x7F)};
-          const gemm::Matrix bs{&F::e8m0, kb, 64, std::vector<std::uint64_t>(static_cast<std::size_t>(kb * 64), 0x7F)};
-          d = gemm::run_model(tc, a, b, nullptr, &as, &bs);
-        } else {
-          d = gemm::run_model(tc, a, b, nullptr);
-        }
+      const gemm::Procedure& p = *gemm::find_procedure(name);
+      // Block scales of 1 where the procedure reads scales (the experiment is scaled per tensor).
+      gemm::Operands ops{.a = &a, .b = &b};
+      gemm::Matrix as, bs;
+      if (p.scales == gemm::ScaleLayout::per_k_block || p.scales == gemm::ScaleLayout::deepgemm_1x128) {
+        const gemm::ScaleShape sh = gemm::scale_shape(p, 64, 64, k, nullptr, 0);
+        const std::uint64_t unit = convert(F::f32, 0x3F800000u, *sh.format, Policy{}).code;
+        as = {sh.format, sh.a_rows, sh.a_cols, std::vector<std::uint64_t>(static_cast<std::size_t>(sh.a_rows) * sh.a_cols, unit)};
+        bs = {sh.format, sh.b_rows, sh.b_cols, std::vector<std::uint64_t>(static_cast<std::size_t>(sh.b_rows) * sh.b_cols, unit)};
+        ops.a_scales = &as;
+        ops.b_scales = &bs;
       }
+      const gemm::RunResult r = gemm::run(p, ops);
+      const std::vector<std::uint64_t>& d = r.d;
+      const bool f16_out = same_format(*r.format, F::f16);
       const GemmErrors e = gemm_errors(d, f16_out, ref);
       if (!e.finite) {
         overflowed[name].first.push_back(k);
@@ -839,14 +814,14 @@ void run_report(const ReportOptions& o) {
   report["provenance"] = {
       {"lowbit_version", LOWBIT_VERSION},
       {"synthetic",
-       "splitmix64 streams with lowbit's own deterministic log and exp (tools/lowbit/report_random.hpp): "
+       "splitmix64 streams with lowbit's own deterministic log and exp (reference/include/lowbit/rng.hpp): "
        "the same tensors on every platform; distribution i (1, 2, ... in list order) draws from seed " +
            std::to_string(base_seed) + " + 1000 i (\"seed\" of each distribution), delayed scaling's previous "
            "step from that seed + 1"},
       {"synthetic_base_seed", base_seed},
       {"gemm",
        "seed 1, a fresh splitmix64 stream per K; normal samples by the polar method with lowbit's own "
-       "logarithm (tools/lowbit/report_random.hpp), as conformance/gemm/test_exact.cpp draws them"},
+       "logarithm (reference/include/lowbit/rng.hpp), as conformance/gemm/test_exact.cpp draws them"},
       {"gemm_seed", 1},
       {"profile_differences", "lowbit's profile tables, as `lowbit profiles --diff --json` prints them"},
       {"run_dependent", "only \"run\" (date and seconds) differs from run to run"}};

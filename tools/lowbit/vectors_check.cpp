@@ -5,13 +5,14 @@
 #include <iostream>
 #include <sstream>
 
+#include "lowbit/text.hpp"
 #include "cli_util.hpp"
 #include "lowbit/exact.hpp"
 #include "lowbit/io.hpp"
 #include "lowbit/registry.hpp"
 #include "lowbit/value.hpp"
 #include "quantize_common.hpp"
-#include "sha256.hpp"
+#include "lowbit/sha256.hpp"
 #include "vectors.hpp"
 
 namespace lowbit::vectors {
@@ -20,7 +21,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string hex0x(std::uint64_t v, int digits) { return cli::hex(v, digits); }
 
 // A relative path of a manifest: '/'-separated names, none empty, "." or "..", no backslash.
 bool safe_path(const std::string& p) {
@@ -36,17 +36,9 @@ bool safe_path(const std::string& p) {
 }
 
 std::optional<std::uint64_t> parse_hex_text(std::string_view s) {
-  if (s.size() >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) s.remove_prefix(2);
-  if (s.empty() || s.size() > 16) return std::nullopt;
-  std::uint64_t v = 0;
-  for (char c : s) {
-    int d;
-    if (c >= '0' && c <= '9') d = c - '0';
-    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-    else return std::nullopt;
-    v = v << 4 | static_cast<std::uint64_t>(d);
-  }
+  bool wide = false;
+  const std::optional<std::uint64_t> v = parse_hex(s, HexPrefix::optional, &wide);
+  if (wide) return std::nullopt;
   return v;
 }
 
@@ -90,26 +82,12 @@ std::string parse_scalar(const std::string& text, std::vector<ScalarLine>& out) 
   return "";
 }
 
-// The exact value, or for long decimals (f32 subnormals) the short form s*2^e with s odd.
-std::string value_of(const std::string& format, std::uint64_t code) {
-  const Format* f = find_format(format);
-  if (!f || !f->valid_code(code)) return "?";
-  const std::string d = exact::code_text(*f, code);
-  if (d.size() <= 24) return d;
-  const Unpacked u = unpack(*f, code);
-  std::uint64_t sig = u.significand;
-  int e = u.exponent;
-  while (sig != 0 && (sig & 1) == 0) {
-    sig >>= 1;
-    ++e;
-  }
-  return std::string(u.negative ? "-" : "") + std::to_string(sig) + "*2^" + std::to_string(e);
-}
-
+// A code and its value (the short form s*2^e for long decimals), of a format named in a manifest.
 std::string code_and_value(const std::string& format, std::uint64_t code) {
   const Format* f = find_format(format);
-  const int digits = f ? f->hex_digits() : 1;
-  return hex0x(code, digits) + " (" + value_of(format, code) + ")";
+  if (!f) return hex(code, 1) + " (?)";
+  if (!f->valid_code(code)) return hex(code, f->hex_digits()) + " (?)";
+  return lowbit::code_and_value(*f, code);
 }
 
 void mismatch(Unit& u, std::size_t max_details, const std::string& text) {
@@ -149,8 +127,8 @@ void compare_scalar(const std::string& suite, const json& entry, const std::stri
     const bool flags_differ = g.has_flags && g.flags != w.flags;
     if (g.result != w.result || flags_differ)
       mismatch(u, max_details,
-               where + ": expected " + code_and_value(to, w.result) + " flags " + hex0x(w.flags, 2) + ", actual " +
-                   code_and_value(to, g.result) + (g.has_flags ? " flags " + hex0x(g.flags, 2) : ""));
+               where + ": expected " + code_and_value(to, w.result) + " flags " + hex(w.flags, 2) + ", actual " +
+                   code_and_value(to, g.result) + (g.has_flags ? " flags " + hex(g.flags, 2) : ""));
   }
   if (got.size() != want.size()) {
     u.problem = "results file " + u.name + " has " + std::to_string(got.size()) + " cases, the golden file " +
@@ -236,8 +214,8 @@ void compare_case(const std::string& suite, const json& files, std::uint64_t ind
     }
     if (got->a.dtype != want->a.dtype || got->a.shape != want->a.shape) {
       u.problem = "results file " + path + " holds " + std::string(*io::npy_descr(got->a.dtype)) + " " +
-                  cli::shape_text(got->a.shape) + ", expected " + std::string(*io::npy_descr(want->a.dtype)) + " " +
-                  cli::shape_text(want->a.shape);
+                  shape_text(got->a.shape) + ", expected " + std::string(*io::npy_descr(want->a.dtype)) + " " +
+                  shape_text(want->a.shape);
       u.mismatches += want->a.elements();
       continue;
     }
@@ -366,7 +344,7 @@ std::optional<Golden> load_golden(const Reader& read, const std::string& where, 
       fail(path, "missing or unreadable (listed in manifest.json)");
       continue;
     }
-    if (cli::Sha256::of(*bytes) != e.at("sha256").get<std::string>()) {
+    if (Sha256::of(*bytes) != e.at("sha256").get<std::string>()) {
       fail(path, "its SHA-256 differs from manifest.json (the file changed)");
       continue;
     }

@@ -15,13 +15,15 @@
 
 #include "cli_util.hpp"
 #include "lowbit/convert.hpp"
+#include "lowbit/text.hpp"
 #include "lowbit/gemm.hpp"
+#include "lowbit/procedure.hpp"
 #include "lowbit/io.hpp"
 #include "lowbit/profile.hpp"
 #include "lowbit/registry.hpp"
 #include "lowbit/scale.hpp"
 #include "quantize_common.hpp"
-#include "sha256.hpp"
+#include "lowbit/sha256.hpp"
 #include "vectors.hpp"
 
 namespace lowbit::vectors {
@@ -58,12 +60,6 @@ struct Rng {
   std::uint64_t below(std::uint64_t n) { return next() % n; }
 };
 
-std::string hexdigits(std::uint64_t v, int digits) {
-  static const char* const d = "0123456789abcdef";
-  std::string s(static_cast<std::size_t>(digits), '0');
-  for (int i = digits - 1; i >= 0; --i, v >>= 4) s[static_cast<std::size_t>(i)] = d[v & 15];
-  return s;
-}
 
 // ---- files -------------------------------------------------------------------------------------
 
@@ -143,17 +139,20 @@ struct PolicyChoice {
 std::vector<PolicyChoice> policies_of(const Profile& p, const TargetChoice& t) {
   std::set<PolicyChoice> set;
   std::vector<Rounding> bases;
+  // Deterministic roundings only: a stochastic case needs its random bits, which these suites do not carry.
+  auto deterministic = [&](Rounding r) { return (t.roundings & bit(r)) && !is_stochastic(r); };
   if (t.default_rounding) bases.push_back(*t.default_rounding);
   else
-    for (unsigned i = 0; i < 6; ++i)
-      if (t.roundings & (1u << i)) bases.push_back(static_cast<Rounding>(i));
+    for (Rounding r : all<Rounding>())
+      if (deterministic(r)) bases.push_back(r);
   for (Rounding base : bases) {
-    for (unsigned i = 0; i < 6; ++i)
-      if (t.roundings & (1u << i)) set.insert({static_cast<Rounding>(i), t.default_overflow});
-    for (unsigned i = 0; i < 3; ++i)
-      if (t.overflows & (1u << i)) set.insert({base, static_cast<Overflow>(i)});
-    for (unsigned i = 1; i < 4; ++i)
-      if (p.subnormal_modes & (1u << i)) set.insert({base, t.default_overflow, static_cast<Subnormals>(i)});
+    for (Rounding r : all<Rounding>())
+      if (deterministic(r)) set.insert({r, t.default_overflow});
+    for (Overflow o : all<Overflow>())
+      if (t.overflows & bit(o)) set.insert({base, o});
+    for (Subnormals m : all<Subnormals>())
+      if (m != Subnormals::keep && (p.subnormal_modes & (1u << static_cast<unsigned>(m))))
+        set.insert({base, t.default_overflow, m});
     if (p.tininess_choice) set.insert({base, t.default_overflow, Subnormals::keep, Tininess::before});
   }
   return {set.begin(), set.end()};
@@ -246,11 +245,11 @@ File scalar_file(const Profile& prof, const Format& from, const Format& to, cons
   for (std::uint64_t in : inputs) {
     const Result r = convert(from, in, to, policy);
     if (r.flags & flag::unsupported) continue;
-    body += hexdigits(in, from.hex_digits());
+    body += hex_digits(in, from.hex_digits());
     body += ' ';
-    body += hexdigits(r.code, to.hex_digits());
+    body += hex_digits(r.code, to.hex_digits());
     body += ' ';
-    body += hexdigits(r.flags, 2);
+    body += hex_digits(r.flags, 2);
     body += '\n';
     ++n;
   }
@@ -332,7 +331,7 @@ std::vector<float> random_tensor(Rng& rng, std::size_t n, int lo, int hi) {
   return v;
 }
 
-// Values that sit on the schemes' edges (SEMANTICS.md §2-§4): zeros of both signs, the e4m3 and e2m1
+// Values that sit on the schemes' edges (docs/semantics.md §2-§4): zeros of both signs, the e4m3 and e2m1
 // ties and maxima, f32 subnormals and extremes, powers of two; a zero block; optionally NaN and Inf.
 std::vector<float> edge_tensor(Rng& rng, int rows, int cols, bool nonfinite) {
   static const std::uint32_t edges[] = {
@@ -576,44 +575,17 @@ gemm::Matrix random_matrix(const Format& f, int rows, int cols, Rng& rng) {
   return m;
 }
 
-struct GemmSpec {
-  std::string model;
-  const Format* a;
-  const Format* b;
-  const Format* scale = nullptr;  // block scales
-  int scale_block = 0;
-  bool with_c = true;
-};
-
-std::vector<GemmSpec> gemm_specs(const std::string& model) {
-  namespace F = formats;
-  const gemm::TensorCoreModel* tc = gemm::find_model(model);
-  if (model == "exact")
-    return {{model, &F::e4m3, &F::e4m3}, {model, &F::e5m2, &F::e4m3}, {model, &F::bf16, &F::bf16},
-            {model, &F::e2m1, &F::e2m1}, {model, &F::e4m3, &F::e4m3, &F::e8m0, 32}, {model, &F::e2m1, &F::e2m1, &F::ue4m3, 16}};
-  if (model.rfind("f32-", 0) == 0) return {{model, &F::bf16, &F::bf16}, {model, &F::f16, &F::f16}, {model, &F::f32, &F::f32}};
-  if (model == "hopper-fp8-promote128") return {{model, &F::e4m3, &F::e4m3}, {model, &F::e5m2, &F::e4m3}};
-  if (model == "hopper-fp8-blockscaled") return {{model, &F::e4m3, &F::e4m3, &F::f32, 128}};
-  if (!tc) return {};
-  const std::string n = model;
-  if (n.find("tf32") != std::string::npos) return {{model, &F::f32, &F::f32}};
-  if (n.find("bf16") != std::string::npos) return {{model, &F::bf16, &F::bf16}};
-  if (n.find("f16") != std::string::npos && n.find("f8f6f4") == std::string::npos) return {{model, &F::f16, &F::f16}};
-  if (n == "ada-fp8" || n == "hopper-fp8" || n == "hopper-fp8-mma-sync")
-    return {{model, &F::e4m3, &F::e4m3}, {model, &F::e5m2, &F::e4m3}};
-  if (n == "blackwell-f8f6f4")
-    return {{model, &F::e4m3, &F::e5m2}, {model, &F::e2m1, &F::e3m2}, {model, &F::e2m3, &F::e4m3}};
-  if (n == "blackwell-mxf8f6f4") return {{model, &F::e4m3, &F::e4m3, &F::e8m0, 32}, {model, &F::e2m1, &F::e5m2, &F::e8m0, 32}};
-  if (n == "blackwell-mxf4") return {{model, &F::e2m1, &F::e2m1, &F::e8m0, 32}};
-  if (n == "blackwell-mxf4nvf4") return {{model, &F::e2m1, &F::e2m1, &F::ue4m3, 16}};
-  return {};
-}
-
-std::vector<std::string> gemm_models() {
-  std::vector<std::string> v = {"exact", "f32-sequential", "f32-fma", "f32-pairwise", "f32-splitk4", "f32-blocked128"};
-  for (const gemm::TensorCoreModel& m : gemm::models()) v.push_back(m.name);
-  v.push_back("hopper-fp8-promote128");
-  v.push_back("hopper-fp8-blockscaled");
+// The GEMM suites in `lowbit vectors list` order: the procedures that are one computation (exact, the f32
+// orders, each tensor-core model), then the composites built on a model (promotion, block scaling).
+std::vector<const gemm::Procedure*> gemm_procedures() {
+  std::vector<const gemm::Procedure*> v;
+  auto composite = [](const gemm::Procedure& p) {
+    return p.kind == gemm::Kind::promoted || p.kind == gemm::Kind::block_scaled;
+  };
+  for (const gemm::Procedure& p : gemm::procedures())
+    if (!composite(p)) v.push_back(&p);
+  for (const gemm::Procedure& p : gemm::procedures())
+    if (composite(p)) v.push_back(&p);
   return v;
 }
 
@@ -633,22 +605,23 @@ gemm::Matrix scale_matrix(const Format& f, int rows, int cols, Rng& rng) {
   return m;
 }
 
-Suite gemm_suite(const std::string& suite, const std::string& model, std::uint64_t seed) {
+Suite gemm_suite(const std::string& suite, const gemm::Procedure& proc, std::uint64_t seed) {
   Suite s;
   s.name = suite;
   json cases = json::array();
   int index = 0;
-  const gemm::TensorCoreModel* tc = gemm::find_model(model);
-  const gemm::TensorCoreModel* hopper = gemm::find_model("hopper-fp8");
-  for (const GemmSpec& sp : gemm_specs(model)) {
-    const int group = tc ? tc->group : 32;
+  const std::string model = proc.name;
+  const bool composite = proc.kind == gemm::Kind::promoted || proc.kind == gemm::Kind::block_scaled;
+  for (const gemm::OperandPair& sp : proc.golden) {
+    const int group = proc.kind == gemm::Kind::model ? proc.model->group : 32;
     struct Shape {
       int m, n, k;
       const char* kind;
     };
     std::vector<Shape> shapes = {{4, 3, 1, "random"}, {4, 3, 17, "random"}, {5, 4, 2 * group + 3, "random"},
                                  {3, 5, 130, "random"}, {2, 3, group, "cancel"}};
-    if (model == "hopper-fp8-promote128" || model == "hopper-fp8-blockscaled") shapes.push_back({2, 130, 300, "random"});
+    // A composite also gets a K over two promotion blocks and a partial third.
+    if (composite) shapes.push_back({2, 130, 300, "random"});
     if (!sp.scale) shapes.push_back({2, 2, group + 1, "specials"});
     for (const Shape& sh : shapes) {
       Rng rng(seed, suite + "/" + std::to_string(index));
@@ -669,38 +642,21 @@ Suite gemm_suite(const std::string& suite, const std::string& model, std::uint64
         a.codes[static_cast<std::size_t>(sh.k) + 2 < a.codes.size() ? static_cast<std::size_t>(sh.k) + 2 : 0] =
             sp.a->encode(true, 0);
       }
-      std::unique_ptr<gemm::Matrix> c;
-      if (sp.with_c) {
-        c = std::make_unique<gemm::Matrix>(random_matrix(formats::f32, sh.m, sh.n, rng));
-      }
+      const gemm::Matrix c = random_matrix(formats::f32, sh.m, sh.n, rng);
       gemm::Matrix as, bs;
-      const int kb = sp.scale ? (sh.k + sp.scale_block - 1) / sp.scale_block : 0;
-      const int bn = model == "hopper-fp8-blockscaled" ? (sh.n + 127) / 128 : sh.n;
+      gemm::Operands ops{.a = &a, .b = &b, .c = &c};
+      gemm::ScaleShape sc;
       if (sp.scale) {
-        as = scale_matrix(*sp.scale, sh.m, kb, rng);
-        bs = scale_matrix(*sp.scale, kb, bn, rng);
+        sc = gemm::scale_shape(proc, sh.m, sh.n, sh.k, sp.scale, sp.scale_block);
+        as = scale_matrix(*sp.scale, sc.a_rows, sc.a_cols, rng);
+        bs = scale_matrix(*sp.scale, sc.b_rows, sc.b_cols, rng);
+        ops.a_scales = &as;
+        ops.b_scales = &bs;
+        ops.scale_block = sp.scale_block;
       }
-      std::vector<std::uint64_t> d;
-      const Format* out = &formats::f32;
-      if (model == "exact") {
-        if (sp.scale) d = gemm::exact_block_scaled(a, b, as, bs, sp.scale_block, 1, c.get(), formats::f32, Policy{});
-        else d = gemm::exact(a, b, c.get());
-      } else if (model.rfind("f32-", 0) == 0) {
-        gemm::OrderOptions oo;
-        if (model == "f32-sequential") oo.order = gemm::Order::sequential;
-        else if (model == "f32-fma") oo.order = gemm::Order::sequential_fma;
-        else if (model == "f32-pairwise") oo.order = gemm::Order::pairwise;
-        else if (model == "f32-splitk4") oo.order = gemm::Order::split_k;
-        else oo.order = gemm::Order::blocked;
-        d = gemm::accumulate(a, b, c.get(), oo);
-      } else if (model == "hopper-fp8-promote128") {
-        d = gemm::run_promoted(*hopper, 128, a, b, c.get());
-      } else if (model == "hopper-fp8-blockscaled") {
-        d = gemm::run_block_scaled(*hopper, a, b, as, bs, c.get());
-      } else {
-        if (tc->output == gemm::Output::f16_rne) out = &formats::f16;
-        d = sp.scale ? gemm::run_model(*tc, a, b, c.get(), &as, &bs) : gemm::run_model(*tc, a, b, c.get());
-      }
+      const gemm::RunResult r = gemm::run(proc, ops);
+      const std::vector<std::uint64_t>& d = r.d;
+      const Format* out = r.format;
       char id[32];
       std::snprintf(id, sizeof id, "case-%03d", index);
       const std::string dir = id;
@@ -711,19 +667,21 @@ Suite gemm_suite(const std::string& suite, const std::string& model, std::uint64
       auto u = [](int v) { return static_cast<std::uint64_t>(v); };
       with_case(npy_file(dir + "/a.npy", "input", "a", *sp.a, {u(sh.m), u(sh.k)}, a.codes));
       with_case(npy_file(dir + "/b.npy", "input", "b", *sp.b, {u(sh.k), u(sh.n)}, b.codes));
-      if (c) with_case(npy_file(dir + "/c.npy", "input", "c", formats::f32, {u(sh.m), u(sh.n)}, c->codes));
+      with_case(npy_file(dir + "/c.npy", "input", "c", formats::f32, {u(sh.m), u(sh.n)}, c.codes));
       if (sp.scale) {
-        with_case(npy_file(dir + "/a_scales.npy", "input", "a_scales", *sp.scale, {u(sh.m), u(kb)}, as.codes));
-        with_case(npy_file(dir + "/b_scales.npy", "input", "b_scales", *sp.scale, {u(kb), u(bn)}, bs.codes));
+        with_case(npy_file(dir + "/a_scales.npy", "input", "a_scales", *sp.scale, {u(sc.a_rows), u(sc.a_cols)},
+                           as.codes));
+        with_case(npy_file(dir + "/b_scales.npy", "input", "b_scales", *sp.scale, {u(sc.b_rows), u(sc.b_cols)},
+                           bs.codes));
       }
       with_case(npy_file(dir + "/d.npy", "expected", "d", *out, {u(sh.m), u(sh.n)}, d));
       json recipe = {{"model", model}, {"a_format", sp.a->name}, {"b_format", sp.b->name}, {"d_format", out->name}};
       if (sp.scale) {
         recipe["scale_format"] = sp.scale->name;
         recipe["scale_block"] = sp.scale_block;
-        if (model == "hopper-fp8-blockscaled") recipe["b_scale_block"] = "128x128";
+        if (proc.scales == gemm::ScaleLayout::deepgemm_1x128) recipe["b_scale_block"] = "128x128";
       }
-      recipe["c"] = c != nullptr;
+      recipe["c"] = true;
       cases.push_back({{"index", index},
                        {"name", std::string(sh.kind) + "-" + std::to_string(sh.m) + "x" + std::to_string(sh.n) + "x" +
                                     std::to_string(sh.k)},
@@ -769,8 +727,9 @@ std::vector<SuiteInfo> suites() {
     v.push_back({std::string("convert16-") + p.name,
                  std::string("element conversions under ") + p.name + ": every bf16 and f16 input (on demand)", false});
   for (const char* f : scheme_families) v.push_back({std::string("scheme-") + f, scheme_description(f), true});
-  for (const std::string& m : gemm_models())
-    v.push_back({"gemm-" + m, "GEMM under model " + m + ": random, cancelling and special operands", true});
+  for (const gemm::Procedure* p : gemm_procedures())
+    v.push_back({std::string("gemm-") + p->name,
+                 std::string("GEMM under model ") + p->name + ": random, cancelling and special operands", true});
   return v;
 }
 
@@ -783,7 +742,7 @@ Suite generate(const std::string& name, std::uint64_t seed) {
   if (name.rfind("convert16-", 0) == 0) s = convert_suite(name, *find_profile(name.substr(10)), true, seed);
   else if (name.rfind("convert-", 0) == 0) s = convert_suite(name, *find_profile(name.substr(8)), false, seed);
   else if (name.rfind("scheme-", 0) == 0) s = scheme_suite(name, name.substr(7), seed);
-  else s = gemm_suite(name, name.substr(5), seed);
+  else s = gemm_suite(name, *gemm::find_procedure(name.substr(5)), seed);
   std::sort(s.files.begin(), s.files.end(), [](const File& a, const File& b) { return a.path < b.path; });
   s.manifest["schema"] = schema_version;
   s.manifest["generator"] = generator_version;
@@ -801,14 +760,14 @@ std::string manifest_text(const Suite& s) {
     j["path"] = f.path;
     j["role"] = f.role;
     j["bytes"] = f.bytes.size();
-    j["sha256"] = cli::Sha256::of(f.bytes);
+    j["sha256"] = Sha256::of(f.bytes);
     files.push_back(j);
   }
   m["files"] = files;
   return m.dump(1, ' ', true) + "\n";
 }
 
-std::string checksum_line(const std::string& manifest) { return cli::Sha256::of(manifest) + "  manifest.json\n"; }
+std::string checksum_line(const std::string& manifest) { return Sha256::of(manifest) + "  manifest.json\n"; }
 
 void write_suite(const Suite& s, const std::string& dir) {
   namespace fs = std::filesystem;

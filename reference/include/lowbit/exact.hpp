@@ -1,7 +1,7 @@
 // The exact path: the truth every other path is compared against.
 //
 // A real number is held as an exact GMP rational; rounding computes floor(log2 |x|), the truncated
-// magnitude and the dropped fraction as rationals and applies SEMANTICS.md §2's table literally.
+// magnitude and the dropped fraction as rationals and applies docs/semantics.md §2's table literally.
 // No binary floating point is involved anywhere, so there is no double rounding.  Small and obviously
 // right; the fast path may be clever because this one watches it.
 #pragma once

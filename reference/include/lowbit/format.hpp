@@ -1,7 +1,7 @@
 // One descriptor row per number format; every other constant is derived from the row.
 //
 // The row follows the structure of LLVM's fltSemantics and ml_dtypes' traits: widths, bias, and the
-// encodings of the non-finite values as enums (see ../shared/SEMANTICS.md §1 for the table of facts).
+// encodings of the non-finite values as enums (see docs/semantics.md §1 for the table of facts).
 // Everything here is constexpr and usable in device code.
 #pragma once
 #include <cstdint>
@@ -171,7 +171,7 @@ LOWBIT_HD constexpr bool same_format(const Format& a, const Format& b) {
          a.has_zero == b.has_zero && a.code_shift == b.code_shift;
 }
 
-// ---- the built-in rows (SEMANTICS.md §1) --------------------------------------------------------
+// ---- the built-in rows (docs/semantics.md §1) --------------------------------------------------------
 // One row per line reads as the table it is.
 // clang-format off
 namespace formats {
@@ -235,7 +235,7 @@ constexpr double min_subnormal_value(const Format& f) {
   return f.has_zero ? exp2_exact(f.emin() - f.mantissa_bits) : exp2_exact(f.emin());
 }
 
-// Cross-check of the derived constants against the table in SEMANTICS.md §1.
+// Cross-check of the derived constants against the table in docs/semantics.md §1.
 namespace formats::check {
 static_assert(max_value(f32) == 0x1.fffffep127 && min_normal_value(f32) == 0x1p-126 &&
               min_subnormal_value(f32) == 0x1p-149);

@@ -1,5 +1,5 @@
 // GEMM references: the exact answer, the answers of common f32 accumulation orders, and bit-accurate
-// tensor-core models (SEMANTICS.md §5).
+// tensor-core models (docs/semantics.md §5).
 //
 // Operands are matrices of codes of any format whose significand fits 24 bits (fp4, fp6, fp8, bf16,
 // f16, tf32, f32, int8).  Outputs are f32 codes unless a model says otherwise.
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lowbit/format.hpp"
+#include "lowbit/named.hpp"
 #include "lowbit/policy.hpp"
 #include "lowbit/value.hpp"
 
@@ -66,6 +67,11 @@ enum class Order : std::uint8_t {
   split_k,         // `splits` contiguous slices, each sequential from 0, then the slices summed in order
   blocked,         // every `block` elements: the exact block sum rounded to f32 (rne), added to acc in f32
 };
+inline constexpr Named<Order> order_names[] = {
+    {Order::sequential, "sequential"}, {Order::sequential_fma, "sequential-fma"}, {Order::pairwise, "pairwise"},
+    {Order::split_k, "split-k"},       {Order::blocked, "blocked"},
+};
+constexpr const auto& names_of(Order) { return order_names; }
 struct OrderOptions {
   Order order = Order::sequential;
   int splits = 4;
@@ -81,11 +87,17 @@ enum class Output : std::uint8_t {
   f32_e8m13_rz,  // round toward zero to 13 fraction bits, stored as f32 ("e8m13")
   f16_rne,       // round to nearest even to f16
 };
+inline constexpr Named<Output> output_names[] = {
+    {Output::f32_rz, "f32-rz"}, {Output::f32_e8m13_rz, "f32-e8m13-rz"}, {Output::f16_rne, "f16-rne"}};
+constexpr const auto& names_of(Output) { return output_names; }
 enum class BlockScale : std::uint8_t {
   none,
   per_instruction,  // one scale per operand per instruction-K group (mxf8f6f4: ue8m0 per 32)
   per_16,           // fp4 kinds: each 16 products summed exactly, times the two scales (mxf4, mxf4nvf4)
 };
+inline constexpr Named<BlockScale> block_scale_names[] = {
+    {BlockScale::none, "none"}, {BlockScale::per_instruction, "per-instruction"}, {BlockScale::per_16, "per-16"}};
+constexpr const auto& names_of(BlockScale) { return block_scale_names; }
 
 // How one step evaluates its `group` products.
 enum class Datapath : std::uint8_t {
@@ -95,6 +107,25 @@ enum class Datapath : std::uint8_t {
               // k = 4q, 4q+1 (q = 0 .. group/4 - 1) fused from +0 as one step of group/2, those of k = 4q+2,
               // 4q+3 fused onto that result, and C added last with one f32 add (nearest even; a NaN result
               // is the canonical 0x7FFFFFFF).  The fused half-steps use the model's F and output.
+};
+inline constexpr Named<Datapath> datapath_names[] = {{Datapath::fused, "fused"}, {Datapath::f16_pairs, "f16-pairs"}};
+constexpr const auto& names_of(Datapath) { return datapath_names; }
+
+// Whether a model (or procedure) takes operands of formats other than its instruction's own.
+enum class Conversion : std::uint8_t {
+  none,    // only the instruction's own operand formats
+  exact,   // also every format whose every value one of those holds: converted exactly first (a kernel that
+           // widens fp8 to bf16 before a bf16 MMA computes the same products)
+};
+inline constexpr Named<Conversion> conversion_names[] = {{Conversion::none, "none"}, {Conversion::exact, "exact"}};
+constexpr const auto& names_of(Conversion) { return conversion_names; }
+
+// One golden-suite operand configuration of a procedure: A's and B's formats, and block scales if any.
+struct OperandPair {
+  const Format* a;
+  const Format* b;
+  const Format* scale = nullptr;
+  int scale_block = 0;
 };
 
 struct TensorCoreModel {
@@ -107,14 +138,28 @@ struct TensorCoreModel {
   int scale_block;     // elements per scale along K (32 for ue8m0, 16 for ue4m3)
   const char* source;  // where the parameters come from, and what is unconfirmed on hardware
   Datapath datapath = Datapath::fused;
+  // The instruction's own operand formats, and whether others are converted to one of them first.
+  std::span<const Format* const> operands = {};
+  Conversion conversion = Conversion::none;
+  // The operand configurations of the model's golden suite (vectors/SPEC.md).
+  std::span<const OperandPair> golden = {};
 };
 
 std::span<const TensorCoreModel> models();
 const TensorCoreModel* find_model(std::string_view name);
 
-// Whether `model` takes operands of format `f`: every format whose significand fits 24 bits, except that an
-// f16_pairs model takes only formats whose every value is an f16 value (fp8, fp6, fp4, f16, int8, ue4m3).
+// Whether `model` takes operands of format `f`: its instruction's own formats, and under Conversion::exact
+// every format whose every value one of them holds.
 bool takes_operands(const TensorCoreModel& model, const Format& f);
+
+// Whether model_step and the drivers compute for operands of format `f`: every format whose significand fits 24
+// bits, and for an f16_pairs model those whose every value f16 holds.  Wider than takes_operands: the sweeps
+// and fuzzers that prove the drivers equal model_step use the whole domain.
+bool defined_on(const TensorCoreModel& model, const Format& f);
+
+// Whether every value of `f` (finite, infinite and NaN) is a value of `g`, so that converting f into g is exact.
+// Sufficient, not necessary: a few degenerate parametric formats whose values g holds are refused too.
+bool holds_every_value(const Format& g, const Format& f);
 
 // One step of a model: the group's products (and C, an f32 code) aligned, truncated, summed exactly and
 // rounded (a fused model; an f16_pairs model as Datapath says).  `a`, `b` hold `model.group` values (shorter

@@ -1,4 +1,4 @@
-// Host/device annotation, kept in one place (see STYLE.md: Eigen keeps its macros together).
+// Host/device annotation, kept in one place (as Eigen keeps its host/device macros together).
 // Element code is written once, constexpr, and compiled for the host and, under nvcc, the device.
 #pragma once
 

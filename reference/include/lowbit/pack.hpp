@@ -1,6 +1,6 @@
 // lowbit/pack.hpp — sub-byte packing of element codes and the block-scale layouts.
 //
-// Packing (SEMANTICS.md §4 "Packing and layouts"):
+// Packing (docs/semantics.md §4 "Packing and layouts"):
 //  * FP4 (e2m1): two codes per byte, element 0 in the low nibble (bits 3:0), element 1 in the high
 //    nibble (bits 7:4) — the order of Transformer Engine, PyTorch's float4_e2m1fn_x2 and cuBLASLt.
 //    (PTX `cvt.rn.satfinite.e2m1x2.f32 d, a, b` puts `a` in the high nibble, so callers pass (x1, x0).)

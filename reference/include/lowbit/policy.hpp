@@ -8,7 +8,7 @@
 
 namespace lowbit {
 
-// SEMANTICS.md §2.  rem is the dropped fraction of one ulp, in [0, 1).
+// docs/semantics.md §2.  rem is the dropped fraction of one ulp, in [0, 1).
 enum class Rounding : std::uint8_t {
   rne,   // ties to even
   rna,   // ties away from zero
@@ -85,7 +85,7 @@ inline constexpr std::uint8_t invalid = 16;
 inline constexpr std::uint8_t unsupported = 128;
 }  // namespace flag
 
-// ---- implementation-defined choices, set by profiles (SEMANTICS.md §3) ----------------------------
+// ---- implementation-defined choices, set by profiles (docs/semantics.md §3) ----------------------------
 
 // NaN into a format that has no NaN (e2m1, e2m3, e3m2, int8).
 enum class NanToNoNan : std::uint8_t {

@@ -1,4 +1,4 @@
-// Profiles: named policy bundles, each reproducing one real implementation (SEMANTICS.md §3), kept as
+// Profiles: named policy bundles, each reproducing one real implementation (docs/semantics.md §3), kept as
 // data the way SoftFloat keeps platform quirks in their own folder.
 #pragma once
 #include <optional>

@@ -1,4 +1,4 @@
-// Where the profiles disagree (SEMANTICS.md §3, "Where profiles disagree"): the divergence matrix.  A list of
+// Where the profiles disagree (docs/semantics.md §3, "Where profiles disagree"): the divergence matrix.  A list of
 // probes, each one input of one input class into one target, evaluated under every profile's defaults; the
 // profiles that give the same result form one group.  `lowbit profiles --diff` prints the groups (which
 // implementations agree, with the example), the accuracy report shows the same rows; the probes are data, so

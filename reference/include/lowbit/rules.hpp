@@ -31,7 +31,7 @@ LOWBIT_HD constexpr Result inf_or_nan_result(const Format& to, bool negative, st
   return max_result(to, negative, flags);
 }
 
-// A finite value whose rounded magnitude exceeds the largest finite one (SEMANTICS.md §2 "Overflow").
+// A finite value whose rounded magnitude exceeds the largest finite one (docs/semantics.md §2 "Overflow").
 LOWBIT_HD constexpr Result overflow_result(const Format& to, bool negative, const Policy& p) {
   constexpr std::uint8_t f = flag::overflow | flag::inexact;
   if (p.overflow != Overflow::nosat) return max_result(to, negative, f);

@@ -1,5 +1,5 @@
 // Scaling schemes: a low-bit code means nothing without its scale, its granularity and its layout.
-// Each scheme follows one real implementation's exact operation order (SEMANTICS.md §4); every "fp32"
+// Each scheme follows one real implementation's exact operation order (docs/semantics.md §4); every "fp32"
 // step is a single IEEE binary32 operation rounded to nearest even, done with the host's float type
 // (the build forbids contraction into FMAs).
 #pragma once
@@ -29,7 +29,7 @@ enum class NonFinite : std::uint8_t { scale_nan, propagate, amax };
 // test reference uses 0 instead.
 enum class ZeroScale : std::uint8_t { kernel, reference };
 // Two-level NVFP4 variants.  fast_math: the element multiplier is bf16(min(S_enc / scale, bf16 max)).
-// four_over_six / four_over_six_mse: TE's "4over6" (SEMANTICS.md §4): S_enc = 1536 / amax (256 in place of
+// four_over_six / four_over_six_mse: TE's "4over6" (docs/semantics.md §4): S_enc = 1536 / amax (256 in place of
 // 448), and each block keeps whichever of its map-to-6 and map-to-4 (block scale times 1.5) encodings has
 // the smaller summed dequantization error, absolute (TE's default) or squared; a tie keeps map-to-6.
 enum class Variant : std::uint8_t { standard, fast_math, four_over_six, four_over_six_mse };
@@ -97,7 +97,7 @@ std::vector<double> dequantize(const Quantized& q);
 
 // Helpers shared with tests and the command line.
 float amax(const float* v, std::size_t n, std::size_t stride, bool propagate_nan);
-// TE compute_scale_from_amax (recipe_common.cuh), SEMANTICS.md §4.
+// TE compute_scale_from_amax (recipe_common.cuh), docs/semantics.md §4.
 float scale_from_amax(float amax, float fp8_max, float eps, bool pow2, float value_for_inf);
 // The MX shared scale (an e8m0 code) of a block amax for an element format.
 std::uint64_t mx_scale(float amax, const Format& element, MxRule rule);

@@ -1,6 +1,6 @@
 // The per-block scale rules of the scaling schemes, written once for the host (src/scale.cpp) and the
 // device quantizers (device/src/quantize.cu).  Each function is the fp32 operation order of scale.cpp,
-// SEMANTICS.md §4: every arithmetic step is one IEEE binary32 operation rounded to nearest even (the
+// docs/semantics.md §4: every arithmetic step is one IEEE binary32 operation rounded to nearest even (the
 // builds forbid FMA contraction: -ffp-contract=off on the host, --fmad=false on the device, and nvcc's
 // default -prec-div=true makes device division IEEE).  The fmaxf / fminf steps of the kernels this follows
 // return the non-NaN operand for every NaN, quiet or signaling; glibc's fmaxf follows IEEE 754-2008 maxNum
@@ -64,7 +64,7 @@ LOWBIT_HD inline float e4m3_value(std::uint64_t code) {
   return float_of(sign | b);
 }
 
-// TE compute_scale_from_amax (recipe_common.cuh), SEMANTICS.md §4.
+// TE compute_scale_from_amax (recipe_common.cuh), docs/semantics.md §4.
 LOWBIT_HD inline float scale_from_amax(float amax_in, float fp8_max, float eps, bool pow2, float value_for_inf) {
   float a = amax_in;
   if (a < eps) a = eps;  // a NaN amax compares false and skips this

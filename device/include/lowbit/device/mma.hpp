@@ -1,6 +1,6 @@
 // Tensor-core probes: kernels that execute one tensor-core instruction (or a chain of them along K, the
 // accumulator fed back) on given operands, so that their outputs can be held bit for bit against the
-// tensor-core models of lowbit/gemm.hpp (SEMANTICS.md §5).
+// tensor-core models of lowbit/gemm.hpp (docs/semantics.md §5).
 //
 // The fragment maps below are plain constexpr C++ (host and device): the device kernels load and store
 // their registers through them, and the quick tier checks them against the PTX ISA's formulas.

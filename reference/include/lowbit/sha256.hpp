@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-namespace lowbit::cli {
+namespace lowbit {
 
 class Sha256 {
  public:
@@ -132,4 +132,4 @@ class Sha256 {
   std::uint64_t length_ = 0;
 };
 
-}  // namespace lowbit::cli
+}  // namespace lowbit

@@ -1,4 +1,5 @@
-// Deterministic random tensors for `lowbit report`: the same bits on every machine and compiler.
+// Deterministic random numbers (the accuracy report's tensors, test inputs): the same bits on every machine and
+// compiler.
 //
 // The uniform source is splitmix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number generators",
 // OOPSLA 2014; the constants of conformance/gemm/random_codes.hpp).  Every transform below uses only IEEE
@@ -15,7 +16,7 @@
 #include <cmath>
 #include <cstdint>
 
-namespace lowbit::report {
+namespace lowbit::rng {
 
 // splitmix64: the next 64 random bits of the stream whose state is `s`.
 inline std::uint64_t splitmix(std::uint64_t& s) {
@@ -93,4 +94,4 @@ inline double log_uniform(std::uint64_t& s, double lo, double hi) {
   return negative ? -m : m;
 }
 
-}  // namespace lowbit::report
+}  // namespace lowbit::rng
