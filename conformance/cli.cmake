@@ -11,6 +11,7 @@ set(_lowbit_py_tests
   cli_contract  cli/test_cli.py
   cli_schemes_gemm  cli/test_schemes_cli.py
   cli_checkpoint  cli/test_checkpoint_cli.py
+  cli_result_path  cli/test_result_path.py
   peer_ml_dtypes  peers/test_mldtypes.py
   peer_gfloat  peers/test_gfloat.py
 )
@@ -34,3 +35,11 @@ while(_lowbit_py_tests)
     set_tests_properties(${_name} PROPERTIES FIXTURES_REQUIRED lowbit_python_venv)
   endif()
 endwhile()
+
+# Every input without a defined result compared by itself in both modes (the quick run samples bf16 and f16).
+add_test(NAME cli_result_path_all
+         COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_result_path.py)
+set_tests_properties(cli_result_path_all PROPERTIES
+  LABELS full
+  ENVIRONMENT "LOWBIT=$<TARGET_FILE:lowbit>;LOWBIT_RESULT_PATH_ALL=1"
+  TIMEOUT 7200)

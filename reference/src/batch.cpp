@@ -731,11 +731,12 @@ Params make_params(Source source, const Format& to, const Policy& p) {
     c.unsigned_negative = pack(o.result);
   }
   using NP = Params::NanPayload;
-  const bool ieee_nan = to.nan == NanEncoding::ieee && p.quirks.nan_style != NanStyle::positive_all_ones;
+  // The style rules::nan_result applies to this source's NaNs (Quirks::narrow_nan_style for bf16 and f16).
+  const NanStyle style = rules::nan_style_for(p.quirks, rep.format->storage_bits());
+  const bool ieee_nan = to.nan == NanEncoding::ieee && !rules::all_ones_style(style);
   if (ieee_nan && p.quirks.numpy_half_nan && to.exponent_bits == 5 && to.mantissa_bits == 10 && source == Source::f32)
     c.nan_payload = NP::numpy_half;  // the f32 payload is wider than 10 bits; bf16's and f16's are not
-  else if (ieee_nan && p.quirks.nan_style == NanStyle::preserve)
-    c.nan_payload = NP::below_quiet_bit;
+  else if (ieee_nan && style == NanStyle::preserve) c.nan_payload = NP::below_quiet_bit;
   c.lowest_binade_up = p.quirks.nozero_lowest_binade_rounds_up && !to.has_zero;
   // rules::nan_result keeps the payload bits below the source's quiet bit, aligned at the top of the
   // target's mantissa: in the f32 layout (bf16 and f16 payloads sit at the top of it) that is a right

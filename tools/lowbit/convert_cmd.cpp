@@ -107,29 +107,51 @@ int byte_width(int storage_bits) {
   return 8;
 }
 
-// --raw: packed little-endian input values of `from`, one code per 1, 2, 4 or 8 bytes out.
-void convert_raw(const Format& from, const Format& to, const lowbit::Policy& policy, Out& out) {
+// The one wording of a result the profile's implementation does not define (flag::unsupported: LLVM asserts
+// on NaN into FP4/FP6), for text and --raw alike; each mode puts its own position (line, byte offset) first.
+std::string no_defined_result(const lowbit::Profile* profile, const std::string& input, const Format& to) {
+  return std::string("profile ") + (profile ? profile->name : "(none)") + " has no defined result for " + input +
+         " into " + to.name;
+}
+
+// --raw: packed little-endian input values of `from`, one code per 1, 2, 4 or 8 bytes out.  An input without a
+// defined result stops the run as in text mode: the codes before it are written, then the error.
+void convert_raw(const Format& from, const Format& to, const lowbit::Policy& policy, const lowbit::Profile* profile,
+                 Out& out) {
   const int in_w = byte_width(from.storage_bits());
   const int out_w = byte_width(to.storage_bits());
   // Sources of at most 16 bits: every conversion once, then a table look-up per value.
   std::vector<std::uint64_t> table;
-  std::vector<bool> valid;
+  std::vector<bool> valid, undefined;
   if (in_w <= 2) {
     const std::size_t n = std::size_t{1} << (8 * in_w);
     table.resize(n);
     valid.resize(n);
+    undefined.resize(n);
     for (std::size_t c = 0; c < n; ++c) {
       valid[c] = from.valid_code(c);
-      if (valid[c]) table[c] = lowbit::convert(from, c, to, policy).code;
+      if (!valid[c]) continue;
+      const Result r = lowbit::convert(from, c, to, policy);
+      table[c] = r.code;
+      undefined[c] = (r.flags & lowbit::flag::unsupported) != 0;
     }
   }
   const bool use_batch = in_w == 4 && from.code_bits() == 32 && from.code_shift == 0 &&
                          lowbit::batch_code_bytes(to) == static_cast<std::size_t>(out_w) &&
                          lowbit::batch_supported(from, to, policy);
+  // Only NaN into a format without NaN can be undefined (rules::nan_result); the batch path then reports flags.
+  const bool may_be_undefined = policy.quirks.nan_to_no_nan == lowbit::NanToNoNan::unsupported && !to.has_nan();
   std::vector<unsigned char> in(std::size_t{1} << 22);
   std::vector<unsigned char> res;
+  std::vector<std::uint8_t> batch_flags;
   std::size_t carry = 0;       // bytes of an incomplete value kept from the previous block
   std::uint64_t offset = 0;    // byte offset of in[0] in the input stream
+  auto stop_undefined = [&](std::size_t i, std::uint64_t v) {
+    out.put_bytes(res.data(), i * static_cast<std::size_t>(out_w));
+    out.flush();
+    throw InputError("--raw: the value at byte offset " + std::to_string(offset + i * static_cast<std::size_t>(in_w)) +
+                     ": " + no_defined_result(profile, lowbit::hex(from, v), to));
+  };
   for (;;) {
     const std::size_t got = std::fread(in.data() + carry, 1, in.size() - carry, stdin);
     const std::size_t have = carry + got;
@@ -138,7 +160,16 @@ void convert_raw(const Format& from, const Format& to, const lowbit::Policy& pol
     // Wider sources (f32): the vectorised batch path when it covers the pair and every input bit
     // pattern is a code (f32 and the like: code_bits fills the storage, no code shift).
     if (table.empty() && use_batch) {
-      lowbit::convert_batch(from, in.data(), whole, to, policy, res.data(), nullptr, nullptr, nullptr);
+      if (may_be_undefined) batch_flags.resize(whole);
+      lowbit::convert_batch(from, in.data(), whole, to, policy, res.data(),
+                            may_be_undefined ? batch_flags.data() : nullptr, nullptr, nullptr);
+      for (std::size_t i = 0; may_be_undefined && i < whole; ++i) {
+        if (!(batch_flags[i] & lowbit::flag::unsupported)) continue;
+        std::uint64_t v = 0;
+        for (int b = in_w - 1; b >= 0; --b)
+          v = (v << 8) | in[i * static_cast<std::size_t>(in_w) + static_cast<std::size_t>(b)];
+        stop_undefined(i, v);
+      }
     } else {
       for (std::size_t i = 0; i < whole; ++i) {
         const unsigned char* p = in.data() + i * static_cast<std::size_t>(in_w);
@@ -152,6 +183,7 @@ void convert_raw(const Format& from, const Format& to, const lowbit::Policy& pol
             throw InputError("--raw: the value at byte offset " + std::to_string(offset + i * static_cast<std::size_t>(in_w)) +
                              " (" + lowbit::hex(from, v) + ") is too wide for " + from.name);
           }
+          if (undefined[v]) stop_undefined(i, v);
           code = table[v];
         } else {
           if (!from.valid_code(v)) {
@@ -160,7 +192,9 @@ void convert_raw(const Format& from, const Format& to, const lowbit::Policy& pol
             throw InputError("--raw: the value at byte offset " + std::to_string(offset + i * static_cast<std::size_t>(in_w)) +
                              " (" + lowbit::hex(from, v) + ") is not a valid " + from.name + " code");
           }
-          code = lowbit::convert(from, v, to, policy).code;
+          const Result r = lowbit::convert(from, v, to, policy);
+          if (r.flags & lowbit::flag::unsupported) stop_undefined(i, v);
+          code = r.code;
         }
         unsigned char* q = res.data() + i * static_cast<std::size_t>(out_w);
         for (int b = 0; b < out_w; ++b) q[b] = static_cast<unsigned char>(code >> (8 * b));
@@ -236,7 +270,7 @@ void run_convert(const ConvertOptions& o) {
     if (stochastic) throw InputError(std::string("--raw cannot be combined with a stochastic rounding (") +
                                      lowbit::name(policy.rounding) + ")");
     Out out;
-    convert_raw(*from, to, policy, out);
+    convert_raw(*from, to, policy, profile, out);
     return;
   }
 
@@ -270,6 +304,7 @@ void run_convert(const ConvertOptions& o) {
     }
     Result r;
     lowbit::exact::Trace trace;
+    std::string shown(f[0]);  // the input as the error names it: as typed, or the code as --raw names it
     if (text) {
       const std::optional<lowbit::exact::Value> x = lowbit::exact::parse(f[0]);
       if (!x) fail("'" + std::string(f[0]) + "' is not a number (decimal, hex-float, nan, inf)");
@@ -280,6 +315,7 @@ void run_convert(const ConvertOptions& o) {
       if (!v) fail("'" + std::string(f[0]) + "' is not 0x hex bits of " + from->name);
       if (wide || !from->valid_code(*v))
         fail(code_problem(*from, f[0]));
+      shown = lowbit::hex(*from, *v);
       if (o.trace) {
         r = lowbit::exact::round(to, lowbit::exact::from_code(*from, *v, lowbit::flushes_inputs(policy.subnormals)),
                                  policy, rbits, &trace);
@@ -287,9 +323,7 @@ void run_convert(const ConvertOptions& o) {
         r = lowbit::convert(*from, *v, to, policy, rbits);
       }
     }
-    if (r.flags & lowbit::flag::unsupported)
-      fail(std::string("profile ") + (profile ? profile->name : "(none)") + " has no defined result for " +
-           std::string(f[0]) + " into " + to.name);
+    if (r.flags & lowbit::flag::unsupported) fail(no_defined_result(profile, shown, to));
     std::string s = lowbit::hex(to, r.code);
     if (o.flags) s += " " + lowbit::flags_text(r.flags);
     s += '\n';

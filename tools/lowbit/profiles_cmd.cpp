@@ -43,6 +43,9 @@ json rule_json(const lowbit::TargetRule& r) {
   j["overflows"] = mode_names(r.overflows, false);
   j["default_overflow"] = lowbit::name(r.default_overflow);
   j["note"] = r.note;
+  j["nan_style"] = r.nan_style ? json(lowbit::name(*r.nan_style)) : json(nullptr);
+  j["narrow_nan_style"] = r.narrow_nan_style ? json(lowbit::name(*r.narrow_nan_style)) : json(nullptr);
+  j["narrow_nan_below"] = r.narrow_nan_below ? json(*r.narrow_nan_below) : json(nullptr);
   return j;
 }
 
@@ -50,9 +53,13 @@ json profile_json(const lowbit::Profile& p) {
   json j;
   j["name"] = p.name;
   j["description"] = p.description;
+  j["version"] = p.version;
   const lowbit::Quirks& q = p.quirks;
   j["quirks"] = {{"nan_to_no_nan", lowbit::name(q.nan_to_no_nan)},
                  {"nan_style", lowbit::name(q.nan_style)},
+                 {"narrow_nan_style", lowbit::name(q.narrow_nan_style)},
+                 {"narrow_nan_below", q.narrow_nan_below},
+                 {"nan_decode", lowbit::name(q.nan_decode)},
                  {"unsigned_negative", lowbit::name(q.unsigned_negative)},
                  {"zero_into_no_zero", lowbit::name(q.zero_into_no_zero)},
                  {"numpy_half_nan", q.numpy_half_nan},
@@ -89,7 +96,7 @@ void run_profiles(bool diff, bool as_json) {
       return;
     }
     for (const lowbit::Profile& p : all) {
-      std::cout << p.name << ": " << p.description << '\n';
+      std::cout << p.name << ": " << p.description << " (reproduces " << p.version << ")\n";
       std::string targets;
       for (const lowbit::TargetRule& r : p.targets)
         append(targets, ", ", std::string(r.target->name) + " " + rule_text(r));
@@ -105,20 +112,25 @@ void run_profiles(bool diff, bool as_json) {
     std::cout << out.dump(2) << '\n';
     return;
   }
-  std::vector<std::vector<std::string>> table;
-  std::vector<std::string> head = {"target", "input"};
-  for (const lowbit::Profile& p : all) head.push_back(p.name);
-  table.push_back(head);
+  // The divergence matrix: per format and input class, which implementations agree, with the example.
+  std::vector<std::vector<std::string>> table = {{"format", "class", "input", "result: implementations"}};
   for (const lowbit::DiffRow& r : rows) {
-    std::vector<std::string> line = {r.probe->target, r.probe->input};
-    for (const lowbit::DiffCell& c : r.cells) line.push_back(cell_text(c));
-    table.push_back(line);
+    bool first = true;
+    for (const lowbit::DiffGroup& g : r.groups()) {
+      std::string names;
+      for (const lowbit::Profile* p : g.profiles) append(names, " ", p->name);
+      table.push_back({first ? r.probe->target : "", first ? lowbit::name(r.probe->cls) : "",
+                       first ? r.probe->input : "", cell_text(*g.example) + ": " + names});
+      first = false;
+    }
   }
   print_table(table);
   std::cout << '\n';
-  for (const lowbit::DiffRow& r : rows) std::cout << r.probe->target << " " << r.probe->input << ": " << r.probe->shows << '\n';
-  std::cout << "(n/a: the profile has no such conversion without options; int8 under microxcaling is int8sm; "
-               "undefined: the implementation has no defined result)\n";
+  for (const lowbit::DiffRow& r : rows)
+    std::cout << r.probe->target << " " << r.probe->input << ": " << r.probe->shows << '\n';
+  std::cout << "(a profile missing from a row has no such conversion without options; int8 under microxcaling is "
+               "int8sm; undefined: the implementation has no defined result; FORMAT:0xCODE inputs are codes of "
+               "that format)\n";
 }
 
 // ---- lowbit decode / table ------------------------------------------------------------------------
@@ -131,7 +143,8 @@ void add_profiles(CLI::App& app) {
   };
   auto o = std::make_shared<Options>();
   auto* sub = app.add_subcommand("profiles", "List the profiles (named policy bundles)");
-  sub->add_flag("--diff", o->diff, "Print every kind of disagreement between the profiles, one example each");
+  sub->add_flag("--diff", o->diff,
+                "Print the divergence matrix: per format and input class, which profiles agree, one example each");
   sub->add_flag("--json", o->json, "Print JSON");
   sub->callback([o] { guarded([&] { run_profiles(o->diff, o->json); }); });
 }
