@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import difflib
 from fractions import Fraction
 from typing import Any, Optional
@@ -155,6 +156,9 @@ class TargetRule:
     overflows: tuple[str, ...]
     default_overflow: str
     note: str
+    nan_style: Optional[str] = None  # this target's own NaN style, where it differs from the profile's
+    narrow_nan_style: Optional[str] = None
+    narrow_nan_below: Optional[int] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,6 +167,7 @@ class Profile:
 
     name: str
     description: str
+    version: str
     quirks: dict
     int8_sign_magnitude: bool
     targets: tuple[TargetRule, ...]
@@ -185,17 +190,17 @@ def _rule_dict(r: TargetRule) -> dict:
 
 
 def profiles() -> list[Profile]:
-    """Every profile: ocp, cuda, ml_dtypes, llvm, te, torchao, microxcaling, p3109.
+    """Every profile, with the version of the implementation it reproduces.
 
     Example:
         >>> import lowbit
-        >>> [p.name for p in lowbit.profiles()]
-        ['ocp', 'cuda', 'ml_dtypes', 'llvm', 'te', 'torchao', 'microxcaling', 'p3109']
+        >>> [p.name for p in lowbit.profiles()][:6]
+        ['ocp', 'cuda', 'ml_dtypes', 'llvm', 'te', 'torchao']
     """
     out = []
-    for d in _lowbit.profiles():
+    for d in json.loads(_lowbit.profiles_json()):
         out.append(Profile(
-            name=d["name"], description=d["description"], quirks=dict(d["quirks"]),
+            name=d["name"], description=d["description"], version=d["version"], quirks=dict(d["quirks"]),
             int8_sign_magnitude=d["int8_sign_magnitude"], targets=tuple(_rule(r) for r in d["targets"]),
             other_targets=_rule(d["other_targets"]) if d["other_targets"] is not None else None))
     return out

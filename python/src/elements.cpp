@@ -93,52 +93,7 @@ std::optional<std::string> canonical_format(const std::string& name) {
 
 // ---- profiles and models ------------------------------------------------------------------------------
 
-template <class E>
-std::vector<std::string> mode_names(ModeMask mask) {
-  std::vector<std::string> out;
-  for (E v : all<E>())
-    if (mask & (1u << static_cast<unsigned>(v))) out.emplace_back(name(v));
-  return out;
-}
 
-// The fields of `lowbit profiles --json` (tools/lowbit/main.cpp rule_json, profile_json).
-nb::dict rule_info(const TargetRule& r) {
-  nb::dict d;
-  d["format"] = r.target ? nb::cast(std::string(r.target->name)) : nb::none();
-  d["roundings"] = mode_names<Rounding>(r.roundings);
-  d["default_rounding"] = r.default_rounding ? nb::cast(std::string(name(*r.default_rounding))) : nb::none();
-  d["overflows"] = mode_names<Overflow>(r.overflows);
-  d["default_overflow"] = name(r.default_overflow);
-  d["note"] = r.note;
-  return d;
-}
-
-nb::list profile_infos() {
-  nb::list out;
-  for (const Profile& p : profiles()) {
-    nb::dict d;
-    d["name"] = p.name;
-    d["description"] = p.description;
-    const Quirks& q = p.quirks;
-    nb::dict quirks;
-    quirks["nan_to_no_nan"] = name(q.nan_to_no_nan);
-    quirks["nan_style"] = name(q.nan_style);
-    quirks["unsigned_negative"] = name(q.unsigned_negative);
-    quirks["zero_into_no_zero"] = name(q.zero_into_no_zero);
-    quirks["numpy_half_nan"] = q.numpy_half_nan;
-    quirks["identity_copies"] = q.identity_copies;
-    quirks["nozero_lowest_binade_rounds_up"] = q.nozero_lowest_binade_rounds_up;
-    quirks["infinity_ignores_saturation"] = q.infinity_ignores_saturation;
-    d["quirks"] = quirks;
-    d["int8_sign_magnitude"] = p.int8_sign_magnitude;
-    nb::list targets;
-    for (const TargetRule& r : p.targets) targets.append(rule_info(r));
-    d["targets"] = targets;
-    d["other_targets"] = p.any_target ? nb::object(rule_info(p.fallback)) : nb::none();
-    out.append(d);
-  }
-  return out;
-}
 
 // ---- policies -----------------------------------------------------------------------------------------
 
@@ -402,7 +357,7 @@ void bind_elements(nb::module_& m) {
   m.def(
       "format_info", [](const std::string& name) { return format_info(require_format("name", name)); },
       nb::arg("name"), "The constants of a format as a dict; values as (significand, exponent) pairs.");
-  m.def("profiles", &profile_infos, "Every profile as the dicts of `lowbit profiles --json`.");
+  m.def("profiles_json", [] { return profiles_json(); }, "Every profile as the JSON text of `lowbit profiles --json`.");
   m.def(
       "choices",
       [](const std::string& kind) -> std::vector<std::string> {

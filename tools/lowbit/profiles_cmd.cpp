@@ -23,56 +23,6 @@ using json = nlohmann::json;
 
 // ---- lowbit profiles ------------------------------------------------------------------------------
 
-std::vector<std::string> mode_names(lowbit::ModeMask m, bool rounding) {
-  std::vector<std::string> out;
-  if (rounding) {
-    for (lowbit::Rounding r : lowbit::all<lowbit::Rounding>())
-      if (m & lowbit::bit(r)) out.push_back(lowbit::name(r));
-  } else {
-    for (lowbit::Overflow o : lowbit::all<lowbit::Overflow>())
-      if (m & lowbit::bit(o)) out.push_back(lowbit::name(o));
-  }
-  return out;
-}
-
-json rule_json(const lowbit::TargetRule& r) {
-  json j;
-  j["format"] = r.target ? json(r.target->name) : json(nullptr);
-  j["roundings"] = mode_names(r.roundings, true);
-  j["default_rounding"] = r.default_rounding ? json(lowbit::name(*r.default_rounding)) : json(nullptr);
-  j["overflows"] = mode_names(r.overflows, false);
-  j["default_overflow"] = lowbit::name(r.default_overflow);
-  j["note"] = r.note;
-  j["nan_style"] = r.nan_style ? json(lowbit::name(*r.nan_style)) : json(nullptr);
-  j["narrow_nan_style"] = r.narrow_nan_style ? json(lowbit::name(*r.narrow_nan_style)) : json(nullptr);
-  j["narrow_nan_below"] = r.narrow_nan_below ? json(*r.narrow_nan_below) : json(nullptr);
-  return j;
-}
-
-json profile_json(const lowbit::Profile& p) {
-  json j;
-  j["name"] = p.name;
-  j["description"] = p.description;
-  j["version"] = p.version;
-  const lowbit::Quirks& q = p.quirks;
-  j["quirks"] = {{"nan_to_no_nan", lowbit::name(q.nan_to_no_nan)},
-                 {"nan_style", lowbit::name(q.nan_style)},
-                 {"narrow_nan_style", lowbit::name(q.narrow_nan_style)},
-                 {"narrow_nan_below", q.narrow_nan_below},
-                 {"nan_decode", lowbit::name(q.nan_decode)},
-                 {"unsigned_negative", lowbit::name(q.unsigned_negative)},
-                 {"zero_into_no_zero", lowbit::name(q.zero_into_no_zero)},
-                 {"numpy_half_nan", q.numpy_half_nan},
-                 {"identity_copies", q.identity_copies},
-                 {"nozero_lowest_binade_rounds_up", q.nozero_lowest_binade_rounds_up},
-                 {"infinity_ignores_saturation", q.infinity_ignores_saturation}};
-  j["int8_sign_magnitude"] = p.int8_sign_magnitude;
-  j["targets"] = json::array();
-  for (const lowbit::TargetRule& r : p.targets) j["targets"].push_back(rule_json(r));
-  j["other_targets"] = p.any_target ? rule_json(p.fallback) : json(nullptr);
-  return j;
-}
-
 std::string rule_text(const lowbit::TargetRule& r) {
   std::string s = r.default_rounding ? lowbit::name(*r.default_rounding) : "(rounding must be named)";
   s += "/";
@@ -90,9 +40,7 @@ void run_profiles(bool diff, bool as_json) {
   const auto all = lowbit::profiles();
   if (!diff) {
     if (as_json) {
-      json out = json::array();
-      for (const lowbit::Profile& p : all) out.push_back(profile_json(p));
-      std::cout << out.dump(2) << '\n';
+      std::cout << lowbit::profiles_json() << '\n';
       return;
     }
     for (const lowbit::Profile& p : all) {

@@ -64,6 +64,9 @@ struct Profile {
 };
 
 std::span<const Profile> profiles();
+// Every profile row as the JSON array `lowbit profiles --json` prints (name, description, version, quirks,
+// targets with their modes and notes), indented by two.
+std::string profiles_json();
 const Profile* find_profile(std::string_view name);
 
 // What the user asked for; unset fields take the profile's (or the built-in) defaults.
