@@ -84,13 +84,12 @@ double code_value(const Format& f, std::uint64_t code) {
 }
 
 std::string where(const S::Options& o, int rows, int cols) {
-  return std::string("scheme ") + S::name(o.scheme) + " element " + o.element->name + " block " +
-         std::to_string(o.block) + "x" + std::to_string(o.block_rows) + " scale_format " +
-         std::to_string(int(o.scale_format)) + " mx_rule " + std::to_string(int(o.mx_rule)) + " nonfinite " +
-         std::to_string(int(o.nonfinite)) + " amax_nan " + std::to_string(o.amax_propagates_nan) + " eps " +
-         std::to_string(o.eps) + " zero_scale " + std::to_string(int(o.zero_scale)) + " variant " +
-         std::to_string(int(o.variant)) + " hadamard " + std::to_string(o.hadamard) + " policy " +
-         fuzz::policy_text(o.element_policy) + " tensor " + std::to_string(rows) + "x" + std::to_string(cols);
+  return std::string("scheme ") + name(o.scheme) + " element " + o.element->name + " block " + std::to_string(o.block) +
+         "x" + std::to_string(o.block_rows) + " scale_format " + name(o.scale_format) + " mx_rule " + name(o.mx_rule) +
+         " nonfinite " + name(o.nonfinite) + " amax_nan " + std::to_string(o.amax_propagates_nan) + " eps " +
+         std::to_string(o.eps) + " zero_scale " + name(o.zero_scale) + " variant " + name(o.variant) + " hadamard " +
+         std::to_string(o.hadamard) + " policy " + fuzz::policy_text(o.element_policy) + " tensor " +
+         std::to_string(rows) + "x" + std::to_string(cols);
 }
 
 }  // namespace
@@ -98,7 +97,7 @@ std::string where(const S::Options& o, int rows, int cols) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   FuzzedDataProvider in(data, size);
   S::Options o;
-  o.scheme = static_cast<S::Scheme>(in.ConsumeIntegralInRange<int>(0, 8));
+  o.scheme = fuzz::draw<S::Scheme>(in);
   static const char* const elements[] = {"", "e4m3", "e5m2", "e2m3", "e3m2", "e2m1", "int8", "int8sm",
                                          "e4m3fnuz", "e5m2fnuz", "e3m4", "e8m0", "binary8p3se", "e2m5u", "bf16"};
   const char* el = elements[in.ConsumeIntegralInRange<std::size_t>(0, std::size(elements) - 1)];
@@ -107,20 +106,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   o.block = blocks[in.ConsumeIntegralInRange<std::size_t>(0, std::size(blocks) - 1)];
   static const int block_rows[] = {0, 0, 1, 2, 3, 16, 128};
   o.block_rows = block_rows[in.ConsumeIntegralInRange<std::size_t>(0, std::size(block_rows) - 1)];
-  o.scale_format = static_cast<S::ScaleFormat>(in.ConsumeIntegralInRange<int>(0, 2));
-  o.mx_rule = static_cast<S::MxRule>(in.ConsumeIntegralInRange<int>(0, 4));
-  o.nonfinite = static_cast<S::NonFinite>(in.ConsumeIntegralInRange<int>(0, 2));
+  o.scale_format = fuzz::draw<S::ScaleFormat>(in);
+  o.mx_rule = fuzz::draw<S::MxRule>(in);
+  o.nonfinite = fuzz::draw<S::NonFinite>(in);
   o.amax_propagates_nan = in.ConsumeBool();
   static const float eps[] = {0.0f, 0.0f, 1e-4f, 1e-30f, 1.0f, 1e30f};
   o.eps = eps[in.ConsumeIntegralInRange<std::size_t>(0, std::size(eps) - 1)];
-  o.zero_scale = static_cast<S::ZeroScale>(in.ConsumeIntegralInRange<int>(0, 1));
-  o.variant = static_cast<S::Variant>(in.ConsumeIntegralInRange<int>(0, 3));
+  o.zero_scale = fuzz::draw<S::ZeroScale>(in);
+  o.variant = fuzz::draw<S::Variant>(in);
   o.hadamard = in.ConsumeIntegralInRange<int>(0, 3) == 0;
   // The element policy: usually the schemes' own (rne, satfinite), sometimes anything.
   if (in.ConsumeIntegralInRange<int>(0, 3) == 0) {
     o.element_policy = fuzz::draw_policy(in);
   } else if (in.ConsumeBool()) {
-    o.element_policy.rounding = static_cast<Rounding>(in.ConsumeIntegralInRange<int>(0, 8));
+    o.element_policy.rounding = fuzz::draw<Rounding>(in);
     if (is_stochastic(o.element_policy.rounding)) o.element_policy.sr_bits = in.ConsumeIntegralInRange<int>(1, 32);
   }
   const int rows = in.ConsumeIntegralInRange<int>(1, 20);

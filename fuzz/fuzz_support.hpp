@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "lowbit/format.hpp"
+#include "lowbit/names.hpp"
 #include "lowbit/policy.hpp"
 #include "lowbit/registry.hpp"
 
@@ -29,19 +30,34 @@ inline const std::vector<const Format*>& all_formats() {
   return list;
 }
 
+// A value of E drawn from the input (the enum's name table: no count written here).
+template <class E>
+E draw(FuzzedDataProvider& in) {
+  return nth<E>(in.ConsumeIntegralInRange<std::size_t>(0, count<E>() - 1));
+}
+
+// A value of E from the mixed-radix digits of `rest`, which loses that digit.
+template <class E>
+E digit(std::size_t& rest) {
+  const E v = nth<E>(rest % count<E>());
+  rest /= count<E>();
+  return v;
+}
+
 // A policy with every field drawn, quirks included; stochastic modes get 1..32 random bits.
 inline Policy draw_policy(FuzzedDataProvider& in) {
   Policy p;
-  p.rounding = static_cast<Rounding>(in.ConsumeIntegralInRange<int>(0, 8));
-  p.overflow = static_cast<Overflow>(in.ConsumeIntegralInRange<int>(0, 2));
-  p.subnormals = static_cast<Subnormals>(in.ConsumeIntegralInRange<int>(0, 3));
-  p.tininess = static_cast<Tininess>(in.ConsumeIntegralInRange<int>(0, 1));
+  p.rounding = draw<Rounding>(in);
+  p.overflow = draw<Overflow>(in);
+  p.subnormals = draw<Subnormals>(in);
+  p.tininess = draw<Tininess>(in);
   p.sr_bits = is_stochastic(p.rounding) ? in.ConsumeIntegralInRange<int>(1, max_sr_bits) : 0;
   const auto q = in.ConsumeIntegral<std::uint16_t>();
-  p.quirks.nan_to_no_nan = static_cast<NanToNoNan>(q % 3);
-  p.quirks.nan_style = static_cast<NanStyle>(q / 3 % 3);
-  p.quirks.unsigned_negative = static_cast<UnsignedNegative>(q / 9 % 3);
-  p.quirks.zero_into_no_zero = static_cast<ZeroIntoNoZero>(q / 27 % 2);
+  std::size_t rest = q;
+  p.quirks.nan_to_no_nan = digit<NanToNoNan>(rest);
+  p.quirks.nan_style = digit<NanStyle>(rest);
+  p.quirks.unsigned_negative = digit<UnsignedNegative>(rest);
+  p.quirks.zero_into_no_zero = digit<ZeroIntoNoZero>(rest);
   p.quirks.numpy_half_nan = (q >> 6) & 1;
   p.quirks.identity_copies = (q >> 7) & 1;
   p.quirks.nozero_lowest_binade_rounds_up = (q >> 8) & 1;

@@ -398,8 +398,8 @@ TEST(Properties, QuantizeDequantizeIsIdempotent) {
       const auto d = S::dequantize(a);
       std::vector<float> w(d.begin(), d.end());
       const auto b = S::quantize(row(w), o);
-      EXPECT_EQ(a.codes, b.codes) << S::name(scheme);
-      EXPECT_EQ(a.scales, b.scales) << S::name(scheme);
+      EXPECT_EQ(a.codes, b.codes) << lowbit::name(scheme);
+      EXPECT_EQ(a.scales, b.scales) << lowbit::name(scheme);
     }
   }
 }

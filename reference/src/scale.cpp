@@ -49,34 +49,6 @@ double code_value(const Format& f, std::uint64_t code) {
 // The MX element's largest power of two (the exponent of its largest normal binade).
 int emax_elem(const Format& f) { return f.emax(); }
 
-
-// 16x16 Sylvester Hadamard matrix entry: (-1)^popcount(i & j).
-int hadamard16(int i, int j) { return (std::popcount(static_cast<unsigned>(i & j)) & 1) ? -1 : 1; }
-// TE's fixed sign vector for the random Hadamard transform (SEMANTICS.md §4).
-constexpr int k_rht_signs[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
-
-// y = x diag(s) H / 4 on each 16-element row group.  The sum of sixteen ±x_i is formed exactly in f64
-// (every partial sum of sixteen f32 values is exact there) and rounded once to f32.  TE computes it with
-// a bf16 tensor-core GEMM; this project does not claim bit equality with that kernel.
-Tensor hadamard_rows(const Tensor& x) {
-  Tensor y = x;
-  for (int r = 0; r < x.rows; ++r)
-    for (int c0 = 0; c0 + 16 <= x.cols; c0 += 16)
-      for (int j = 0; j < 16; ++j) {
-        double s = 0;
-        for (int i = 0; i < 16; ++i)
-          s += static_cast<double>(x.data[static_cast<std::size_t>(r) * x.cols + c0 + i]) * k_rht_signs[i] *
-               hadamard16(i, j);
-        y.data[static_cast<std::size_t>(r) * x.cols + c0 + j] = static_cast<float>(s * 0.25);
-      }
-  return y;
-}
-
-struct BlockIter {
-  int r0, r1, c0, c1;
-};
-
-
 // ---- the batch path ----------------------------------------------------------------------------------
 // quantize multiplies each element by its block's multiplier exactly as before (one fp32 operation) into
 // a row buffer and converts the buffer with convert_batch, which equals the scalar conversion bit for bit
@@ -401,71 +373,37 @@ std::uint64_t mx_scale(float a, const Format& element, MxRule rule) {
   return rules::mx_scale(a, emax_elem(element), max_of(element), element.mantissa_bits, rule);
 }
 
-const char* name(Scheme s) {
-  switch (s) {
-    case Scheme::tensor: return "tensor";
-    case Scheme::delayed: return "delayed";
-    case Scheme::channel: return "channel";
-    case Scheme::token: return "token";
-    case Scheme::block: return "block";
-    case Scheme::mx: return "mx";
-    case Scheme::nvfp4: return "nvfp4";
-    case Scheme::nvfp4_2d: return "nvfp4-2d";
-    case Scheme::nvfp4_1level: return "nvfp4-1level";
-  }
-  return "?";
-}
-
-std::optional<Scheme> parse_scheme(std::string_view s) {
-  for (Scheme v : {Scheme::tensor, Scheme::delayed, Scheme::channel, Scheme::token, Scheme::block, Scheme::mx,
-                   Scheme::nvfp4, Scheme::nvfp4_2d, Scheme::nvfp4_1level})
-    if (s == name(v)) return v;
-  return std::nullopt;
-}
-
-std::string normalize(Options& o) {
-  const bool nv = o.scheme == Scheme::nvfp4 || o.scheme == Scheme::nvfp4_2d || o.scheme == Scheme::nvfp4_1level;
-  if (!o.element) o.element = nv ? &formats::e2m1 : &formats::e4m3;
-  if (nv && o.element != &formats::e2m1) return "--element: NVFP4 elements are e2m1";
-  if (o.scheme == Scheme::mx) {
-    const Format* e = o.element;
-    if (e != &formats::e4m3 && e != &formats::e5m2 && e != &formats::e2m3 && e != &formats::e3m2 &&
-        e != &formats::e2m1 && e != &formats::int8 && e != &formats::int8sm)
-      return std::string("--element: MX elements are e4m3, e5m2, e2m3, e3m2, e2m1 or int8, not ") + e->name;
-    if (o.block == 0) o.block = 32;
-  }
-  if (o.element->storage_bits() > 8)
-    return std::string("--element: scheme elements are at most 8 bits, not ") + o.element->name;
-  if (o.scheme == Scheme::block && o.block == 0) o.block = 128;
-  if (nv) {
-    if (o.block == 0) o.block = 16;
-    if (o.block != 16) return "--block: NVFP4 blocks are 16 elements";
-    if (o.scheme == Scheme::nvfp4_2d) o.block_rows = 16;
-  }
-  if (o.block < 0 || o.block_rows < 0) return "--block: must be positive";
-  if (o.scale_format == ScaleFormat::ue8m0_packed && o.scheme != Scheme::block)
-    return "--scale-format: ue8m0-packed applies to the block schemes";
-  if (o.scale_format == ScaleFormat::pow2 && o.scheme != Scheme::block && o.scheme != Scheme::tensor &&
-      o.scheme != Scheme::channel && o.scheme != Scheme::token)
-    return "--scale-format: pow2 applies to tensor, channel, token and block schemes";
-  if (o.hadamard && !nv) return "--hadamard: applies to NVFP4";
-  if (o.variant == Variant::fast_math && !(o.scheme == Scheme::nvfp4 || o.scheme == Scheme::nvfp4_2d))
-    return "--variant fast-math: applies to two-level NVFP4";
-  if (o.variant == Variant::four_over_six || o.variant == Variant::four_over_six_mse) {
-    if (!(o.scheme == Scheme::nvfp4 || o.scheme == Scheme::nvfp4_2d))
-      return "--variant 4over6: applies to two-level NVFP4";
-    if (o.hadamard) return "--variant 4over6: not combined with --hadamard";
-    if (is_stochastic(o.element_policy.rounding)) return "--variant 4over6: not combined with stochastic rounding";
-  }
-  return "";
-}
-
 Tensor transpose(const Tensor& x) {
   Tensor t{x.cols, x.rows, std::vector<float>(x.data.size())};
   for (int r = 0; r < x.rows; ++r)
     for (int c = 0; c < x.cols; ++c)
       t.data[static_cast<std::size_t>(c) * x.rows + r] = x.data[static_cast<std::size_t>(r) * x.cols + c];
   return t;
+}
+
+namespace {
+// 16x16 Sylvester Hadamard matrix entry: (-1)^popcount(i & j).
+int hadamard16(int i, int j) { return (std::popcount(static_cast<unsigned>(i & j)) & 1) ? -1 : 1; }
+// TE's fixed sign vector for the random Hadamard transform (SEMANTICS.md §4).
+constexpr int k_rht_signs[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
+}  // namespace
+
+// hadamard_rows (scale.hpp): y = x diag(s) H / 4 on each whole 16-element row group.  The sum of sixteen
+// ±x_i is formed exactly in f64 (every partial sum of sixteen f32 values is exact there) and rounded once
+// to f32.  TE computes it with
+// a bf16 tensor-core GEMM; this project does not claim bit equality with that kernel.
+Tensor hadamard_rows(const Tensor& x) {
+  Tensor y = x;
+  for (int r = 0; r < x.rows; ++r)
+    for (int c0 = 0; c0 + 16 <= x.cols; c0 += 16)
+      for (int j = 0; j < 16; ++j) {
+        double s = 0;
+        for (int i = 0; i < 16; ++i)
+          s += static_cast<double>(x.data[static_cast<std::size_t>(r) * x.cols + c0 + i]) * k_rht_signs[i] *
+               hadamard16(i, j);
+        y.data[static_cast<std::size_t>(r) * x.cols + c0 + j] = static_cast<float>(s * 0.25);
+      }
+  return y;
 }
 
 Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std::uint32_t>* rbits,

@@ -112,69 +112,58 @@ json state_json(const S::DelayedState& st) {
 
 }  // namespace
 
+namespace {
+// The value a flag names (nullopt when the flag was not given); InputError for a name the table lacks.
+template <class E>
+std::optional<E> flag_value(const std::string& text, const char* flag) {
+  if (text.empty()) return std::nullopt;
+  const auto v = parse<E>(text);
+  if (!v) throw InputError(std::string(flag) + ": unknown '" + text + "' (" + choices<E>() + ")");
+  return v;
+}
+}  // namespace
+
 S::Options build_options(const QuantizeOptions& o, std::string& profile_name) {
-  S::Options so;
-  const auto scheme = S::parse_scheme(o.scheme == "block1x128" || o.scheme == "block128x128" ? "block" : o.scheme);
+  // The request names only what the command line (or recipe) gave: the library refuses an option the
+  // scheme does not take (scale.hpp's rows) and fills in the rest.
+  S::Request sreq;
+  const bool block1x128 = o.scheme == "block1x128", block128x128 = o.scheme == "block128x128";
+  const auto scheme = parse<S::Scheme>(block1x128 || block128x128 ? "block" : o.scheme);
   if (!scheme)
-    throw InputError("--scheme: unknown scheme '" + o.scheme +
-                     "' (tensor, delayed, channel, token, block1x128, block128x128, block, mx, nvfp4, nvfp4-2d, "
-                     "nvfp4-1level)");
-  so.scheme = *scheme;
-  if (o.scheme == "block128x128") so.block_rows = 128;
-  if (o.block_rows > 0) so.block_rows = o.block_rows;
+    throw InputError("--scheme: unknown scheme '" + o.scheme + "' (" + choices<S::Scheme>() +
+                     ", block1x128, block128x128)");
+  sreq.scheme = *scheme;
+  if (block128x128) sreq.block_rows = 128;
+  if (o.block_rows > 0) sreq.block_rows = o.block_rows;
   if (!o.element.empty()) {
-    so.element = find_format(o.element);
-    if (!so.element) throw InputError("--element: unknown format '" + o.element + "'");
+    sreq.element = find_format(o.element);
+    if (!sreq.element) throw InputError("--element: unknown format '" + o.element + "'");
   }
-  so.block = o.block;
-  if (o.scheme == "block128x128" && o.block == 0) so.block = 128;
+  if (o.block != 0) sreq.block = o.block;
   const Profile* prof = nullptr;
   if (!o.profile.empty()) {
     prof = find_profile(o.profile);
     if (!prof) throw InputError("--profile: unknown profile '" + o.profile + "'");
     profile_name = prof->name;
   }
-  // Profile defaults for the schemes (README "Scaling schemes"): te uses rceil MX scales, power-of-two
-  // block scales and its fmaxf amax for non-finite blocks; torchao and ocp use floor.
+  sreq.mx_rule = flag_value<S::MxRule>(o.scale_rule, "--scale-rule");
+  sreq.scale_format = flag_value<S::ScaleFormat>(o.scale_format, "--scale-format");
+  sreq.nonfinite = flag_value<S::NonFinite>(o.nonfinite, "--nonfinite");
+  sreq.variant = flag_value<S::Variant>(o.variant, "--variant");
+  sreq.zero_scale = flag_value<S::ZeroScale>(o.zero_scale, "--zero-scale");
+  sreq.amax_nan = flag_value<S::AmaxNan>(o.amax_nan, "--amax-nan");
+  sreq.hadamard = o.hadamard;
+  // Profile defaults for the schemes (README "Scaling schemes"), where the scheme takes the option and the
+  // command line left it: te uses rceil MX scales, power-of-two block scales and its fmaxf amax for
+  // non-finite blocks; torchao and ocp use floor.
   if (prof && std::string(prof->name) == "te") {
-    so.mx_rule = S::MxRule::rceil;
-    if (so.scheme == S::Scheme::block) so.scale_format = S::ScaleFormat::pow2;
-    so.nonfinite = S::NonFinite::amax;
+    const S::SchemeRow& row = S::scheme_row(sreq.scheme);
+    if (!sreq.mx_rule && row.takes.contains(S::Option::mx_rule)) sreq.mx_rule = S::MxRule::rceil;
+    if (!sreq.scale_format && sreq.scheme == S::Scheme::block) sreq.scale_format = S::ScaleFormat::pow2;
+    if (!sreq.nonfinite && row.takes.contains(S::Option::nonfinite)) sreq.nonfinite = S::NonFinite::amax;
   }
-  if (!o.scale_rule.empty()) {
-    const std::string& r = o.scale_rule;
-    if (r == "floor") so.mx_rule = S::MxRule::floor;
-    else if (r == "ceil") so.mx_rule = S::MxRule::ceil;
-    else if (r == "even") so.mx_rule = S::MxRule::even;
-    else if (r == "rceil") so.mx_rule = S::MxRule::rceil;
-    else if (r == "rne") so.mx_rule = S::MxRule::rne;
-    else throw InputError("--scale-rule: unknown rule '" + r + "' (floor, ceil, even, rceil, rne)");
-    if (so.scheme != S::Scheme::mx) throw InputError("--scale-rule: applies to the mx scheme");
-  }
-  if (!o.scale_format.empty()) {
-    if (o.scale_format == "f32") so.scale_format = S::ScaleFormat::f32;
-    else if (o.scale_format == "pow2") so.scale_format = S::ScaleFormat::pow2;
-    else if (o.scale_format == "ue8m0-packed") so.scale_format = S::ScaleFormat::ue8m0_packed;
-    else throw InputError("--scale-format: unknown '" + o.scale_format + "' (f32, pow2, ue8m0-packed)");
-  }
-  if (!o.nonfinite.empty()) {
-    if (o.nonfinite == "scale-nan") so.nonfinite = S::NonFinite::scale_nan;
-    else if (o.nonfinite == "propagate") so.nonfinite = S::NonFinite::propagate;
-    else if (o.nonfinite == "amax") so.nonfinite = S::NonFinite::amax;
-    else throw InputError("--nonfinite: unknown '" + o.nonfinite + "' (scale-nan, propagate, amax)");
-  }
-  if (o.variant == "fast-math") so.variant = S::Variant::fast_math;
-  else if (o.variant == "4over6") so.variant = S::Variant::four_over_six;
-  else if (o.variant == "4over6-mse") so.variant = S::Variant::four_over_six_mse;
-  else if (o.variant != "standard")
-    throw InputError("--variant: unknown '" + o.variant + "' (standard, fast-math, 4over6, 4over6-mse)");
-  if (o.zero_scale == "reference") so.zero_scale = S::ZeroScale::reference;
-  else if (o.zero_scale != "kernel")
-    throw InputError("--zero-scale: unknown '" + o.zero_scale + "' (kernel, reference)");
-  if (o.amax_nan == "propagate") so.amax_propagates_nan = true;
-  else if (o.amax_nan != "ignore") throw InputError("--amax-nan: unknown '" + o.amax_nan + "' (ignore, propagate)");
-  so.hadamard = o.hadamard;
-  if (const std::string e = S::normalize(so); !e.empty()) throw InputError(e);
+  S::Options so;
+  if (const auto refused = S::resolve(sreq, so)) throw InputError(refused->message);
   // The element policy: the profile's rounding and quirks; schemes always clamp to the element's range.
   PolicyRequest req;
   if (!o.rounding.empty()) {
@@ -188,9 +177,9 @@ S::Options build_options(const QuantizeOptions& o, std::string& profile_name) {
   if (!resolved) throw InputError(err);
   so.element = resolved->target;
   so.element_policy = resolved->policy;
-  if ((so.variant == S::Variant::four_over_six || so.variant == S::Variant::four_over_six_mse) &&
-      is_stochastic(so.element_policy.rounding))
-    throw InputError("--rounding: the NVFP4 4over6 variant takes no stochastic rounding");
+  if (!S::variant_row(so.variant).takes_stochastic_rounding && is_stochastic(so.element_policy.rounding))
+    throw InputError(std::string("--rounding: the NVFP4 ") + lowbit::name(so.variant) +
+                     " variant takes no stochastic rounding");
   return so;
 }
 
@@ -254,9 +243,10 @@ void run_quantize_text(const QuantizeOptions& o) {
   out["shape"] = rows == 1 && o.shape.find(',') == std::string::npos ? json::array({cols}) : json::array({rows, cols});
   if (!profile_name.empty()) out["profile"] = profile_name;
   S::DelayedState st = read_state(o.state);
-  const bool want_row = o.direction == "row" || o.direction == "both";
-  const bool want_col = o.direction == "col" || o.direction == "both";
-  if (!want_row && !want_col) throw InputError("--direction: row, col or both");
+  const auto direction = parse<S::Direction>(o.direction);
+  if (!direction) throw InputError("--direction: " + choices<S::Direction>(", "));
+  const bool want_row = *direction != S::Direction::col;
+  const bool want_col = *direction != S::Direction::row;
 
   auto emit = [&](const S::Quantized& q, const std::string& prefix, bool transposed_back) {
     std::vector<std::uint8_t> codes = q.codes;
@@ -319,7 +309,7 @@ void run_dequantize_text(const DequantizeOptions& o) {
   };
   S::Quantized q;
   const std::string scheme = need("scheme").get<std::string>();
-  const auto sc = S::parse_scheme(scheme == "block1x128" || scheme == "block128x128" ? "block" : scheme);
+  const auto sc = parse<S::Scheme>(scheme == "block1x128" || scheme == "block128x128" ? "block" : scheme);
   if (!sc) throw InputError("--in: unknown scheme '" + scheme + "'");
   q.scheme = *sc;
   q.element = find_format(need("element").get<std::string>());
@@ -336,11 +326,8 @@ void run_dequantize_text(const DequantizeOptions& o) {
   if (q.block_rows < 1 || q.block_cols < 1) throw InputError("--in: \"block\" must be positive");
   const bool transposed = j.value("axis", 1) == 0;
   if (transposed) std::swap(q.rows, q.cols);
-  q.scale_format =
-      q.scheme == S::Scheme::mx ? &formats::e8m0
-      : (q.scheme == S::Scheme::nvfp4 || q.scheme == S::Scheme::nvfp4_2d || q.scheme == S::Scheme::nvfp4_1level)
-          ? &formats::e4m3
-          : (j.contains("packed_scales") ? &formats::e8m0 : &formats::f32);
+  q.scale_format = S::scheme_row(q.scheme).scale_element;
+  if (!q.scale_format) q.scale_format = j.contains("packed_scales") ? &formats::e8m0 : &formats::f32;
   std::size_t idx = 0;
   for (const json& s : need("scales"))
     q.scales.push_back(
@@ -396,35 +383,6 @@ void run_dequantize_text(const DequantizeOptions& o) {
 // ---- shared: recipe, packing, scale layouts -------------------------------------------------------
 
 namespace fs = std::filesystem;
-
-const char* mx_rule_name(S::MxRule r) {
-  switch (r) {
-    case S::MxRule::floor: return "floor";
-    case S::MxRule::ceil: return "ceil";
-    case S::MxRule::even: return "even";
-    case S::MxRule::rceil: return "rceil";
-    case S::MxRule::rne: return "rne";
-  }
-  return "?";
-}
-
-const char* nonfinite_name(S::NonFinite n) {
-  switch (n) {
-    case S::NonFinite::scale_nan: return "scale-nan";
-    case S::NonFinite::propagate: return "propagate";
-    case S::NonFinite::amax: return "amax";
-  }
-  return "?";
-}
-
-const char* scale_format_name(S::ScaleFormat f) {
-  switch (f) {
-    case S::ScaleFormat::f32: return "f32";
-    case S::ScaleFormat::pow2: return "pow2";
-    case S::ScaleFormat::ue8m0_packed: return "ue8m0-packed";
-  }
-  return "?";
-}
 
 // An io::FileError becomes an InputError with the same message (file, byte or key, problem): exit 2.
 template <class F>
@@ -524,25 +482,17 @@ std::map<std::string, std::string> recipe_keys(const QuantizeOptions& o, const S
   std::map<std::string, std::string> m;
   m["quantization_format"] = o.scheme;
   m["element"] = so.element->name;
-  const S::Scheme s = so.scheme;
-  const bool nv = s == S::Scheme::nvfp4 || s == S::Scheme::nvfp4_2d || s == S::Scheme::nvfp4_1level;
-  if (s == S::Scheme::block || s == S::Scheme::mx || nv)
+  const S::SchemeRow& row = S::scheme_row(so.scheme);
+  auto takes = [&](S::Option opt) { return row.takes.contains(opt); };
+  if (takes(S::Option::block))
     m["block_size"] = q.block_rows > 1 ? std::to_string(q.block_rows) + "x" + std::to_string(q.block_cols)
                                        : std::to_string(q.block_cols);
-  if (s == S::Scheme::mx) {
-    m["scale_rule"] = mx_rule_name(so.mx_rule);
-    m["nonfinite"] = nonfinite_name(so.nonfinite);
-  }
-  if (s == S::Scheme::tensor || s == S::Scheme::channel || s == S::Scheme::token || s == S::Scheme::block)
-    m["scale_format"] = scale_format_name(so.scale_format);
-  if (s == S::Scheme::nvfp4 || s == S::Scheme::nvfp4_2d) {
-    m["variant"] = so.variant == S::Variant::fast_math           ? "fast-math"
-                   : so.variant == S::Variant::four_over_six     ? "4over6"
-                   : so.variant == S::Variant::four_over_six_mse ? "4over6-mse"
-                                                                 : "standard";
-    m["zero_scale"] = so.zero_scale == S::ZeroScale::reference ? "reference" : "kernel";
-  }
-  if (nv && so.hadamard) m["hadamard"] = "true";
+  if (takes(S::Option::mx_rule)) m["scale_rule"] = lowbit::name(so.mx_rule);
+  if (takes(S::Option::nonfinite)) m["nonfinite"] = lowbit::name(so.nonfinite);
+  if (takes(S::Option::scale_format)) m["scale_format"] = lowbit::name(so.scale_format);
+  if (takes(S::Option::variant)) m["variant"] = lowbit::name(so.variant);
+  if (takes(S::Option::zero_scale)) m["zero_scale"] = lowbit::name(so.zero_scale);
+  if (takes(S::Option::hadamard) && so.hadamard) m["hadamard"] = "true";
   if (so.amax_propagates_nan) m["amax_nan"] = "propagate";
   if (!profile_name.empty()) m["profile"] = profile_name;
   if (!o.rounding.empty()) m["rounding"] = o.rounding;
@@ -604,9 +554,7 @@ S::Options build_recipe_options(const QuantizeOptions& o, const std::string& pre
                                                             {"--profile", "profile"},
                                                             {"--rounding", "rounding"},
                                                             {"--amax-nan", "amax_nan"},
-                                                            {"--hadamard", "hadamard"},
-                                                            {"--variant fast-math", "variant"},
-                                                            {"--variant 4over6", "variant"}};
+                                                            {"--hadamard", "hadamard"}};
   std::string profile_name;
   try {
     return build_options(o, profile_name);
@@ -937,7 +885,7 @@ void run_dequantize_dir(const DequantizeOptions& o) {
   };
   S::Quantized q;
   const std::string scheme = need_string("scheme");
-  const auto sc = S::parse_scheme(scheme == "block1x128" || scheme == "block128x128" ? "block" : scheme);
+  const auto sc = parse<S::Scheme>(scheme == "block1x128" || scheme == "block128x128" ? "block" : scheme);
   if (!sc) throw bad("scheme", "unknown scheme '" + scheme + "'");
   q.scheme = *sc;
   q.element = find_format(need_string("element"));
@@ -1032,7 +980,7 @@ void run_dequantize_dir(const DequantizeOptions& o) {
     const io::NpyArray ts = io::read_npy(*tpath, io::DType::u32);
     if (ts.elements() != 1) throw io::FileError(*tpath, "key \"shape\"", shape_text(ts.shape) + ", expected one value");
     q.tensor_scale = ts.values<std::uint32_t>()[0];
-  } else if (q.scheme == S::Scheme::nvfp4 || q.scheme == S::Scheme::nvfp4_2d) {
+  } else if (S::scheme_row(q.scheme).family == S::Family::nvfp4) {
     throw bad("files.tensor_scale", "missing (two-level NVFP4 has a tensor scale)");
   }
   const std::vector<double> v = S::dequantize(q);

@@ -15,9 +15,11 @@
 namespace lowbit::cli {
 
 struct QuantizeOptions {
-  std::string scheme, element, direction = "row", scale_rule, scale_format, nonfinite, variant = "standard",
-                               zero_scale = "kernel", profile, rounding, sr_bits_file, state, in, out, shape,
-                               in_format = "f32", amax_nan = "ignore", scale_layout = "row-major";
+  // The scheme options: empty when not given (the library then takes the scheme's default, and refuses a
+  // given option the scheme does not take).
+  std::string scheme, element, scale_rule, scale_format, nonfinite, variant, zero_scale, amax_nan;
+  std::string direction = "row", profile, rounding, sr_bits_file, state, in, out, shape, in_format = "f32",
+              scale_layout = "row-major";
   int block = 0, axis = -1, sr_bits = 0;
   int block_rows = 0;  // from a recipe's "RxC" block size (not a command-line option)
   long long sr_seed = -1;

@@ -411,26 +411,28 @@ std::vector<Recipe> scheme_recipes(const std::string& family) {
     add(p, "1x128-e4m3-pow2");
     add(qopt("block128x128", "e4m3"), "128x128-e4m3");
   } else if (family == "mx") {
-    for (const char* rule : {"floor", "ceil", "even", "rceil", "rne"}) {
+    for (const S::MxRule rule : all<S::MxRule>()) {
       auto o = qopt("mx", "e4m3");
-      o.scale_rule = rule;
-      add(o, std::string("e4m3-") + rule);
+      o.scale_rule = name(rule);
+      add(o, std::string("e4m3-") + name(rule));
     }
     for (const char* el : {"e5m2", "e2m3", "e3m2", "e2m1", "int8"}) add(qopt("mx", el), std::string(el) + "-floor");
     auto r = qopt("mx", "e2m1");
     r.scale_rule = "rceil";
     add(r, "e2m1-rceil");
-    for (const char* nf : {"propagate", "amax"}) {
+    for (const S::NonFinite nf : all<S::NonFinite>()) {
+      if (nf == S::NonFinite::scale_nan) continue;  // the default, in every case above
       auto o = qopt("mx", "e4m3");
-      o.nonfinite = nf;
-      add(o, std::string("e4m3-floor-") + nf);
+      o.nonfinite = name(nf);
+      add(o, std::string("e4m3-floor-") + name(nf));
     }
   } else if (family == "nvfp4" || family == "nvfp4-2d") {
     add(qopt(family, "e2m1"), "standard");
-    for (const char* var : {"fast-math", "4over6", "4over6-mse"}) {
+    for (const S::Variant var : all<S::Variant>()) {
+      if (var == S::Variant::standard) continue;  // the first case
       auto o = qopt(family, "e2m1");
-      o.variant = var;
-      add(o, var);
+      o.variant = name(var);
+      add(o, name(var));
     }
     auto z = qopt(family, "e2m1");
     z.zero_scale = "reference";
@@ -753,9 +755,6 @@ std::string scheme_description(const std::string& f) {
   return "single-level NVFP4 (torchao)";
 }
 
-const char* const scheme_families[] = {"tensor", "delayed", "channel", "token", "block",
-                                       "mx",     "nvfp4",   "nvfp4-2d", "nvfp4-1level"};
-
 }  // namespace
 
 std::vector<SuiteInfo> suites() {
@@ -768,7 +767,8 @@ std::vector<SuiteInfo> suites() {
   for (const Profile& p : profiles())
     v.push_back({std::string("convert16-") + p.name,
                  std::string("element conversions under ") + p.name + ": every bf16 and f16 input (on demand)", false});
-  for (const char* f : scheme_families) v.push_back({std::string("scheme-") + f, scheme_description(f), true});
+  for (const S::Scheme f : all<S::Scheme>())
+    v.push_back({std::string("scheme-") + name(f), scheme_description(name(f)), true});
   for (const std::string& m : gemm_models())
     v.push_back({"gemm-" + m, "GEMM under model " + m + ": random, cancelling and special operands", true});
   return v;
