@@ -247,10 +247,10 @@ TEST(ScaleRules, Decoders) {
   EXPECT_EQ(rules::mx_multiplier(0), 0x1p127f);
   EXPECT_EQ(rules::mx_multiplier(255), 0.0f);
   // TE scale_from_amax: 448 / 448 = 1; a zero, NaN or infinite amax gives 1; pow2 rounds 448 / 300 down to 1.
-  EXPECT_EQ(rules::scale_from_amax(448.0f, 448.0f, 0.0f, false, 3.4e38f), 1.0f);
-  EXPECT_EQ(rules::scale_from_amax(0.0f, 448.0f, 0.0f, false, 3.4e38f), 1.0f);
-  EXPECT_EQ(rules::scale_from_amax(300.0f, 448.0f, 0.0f, true, 3.4e38f), 1.0f);
-  EXPECT_EQ(rules::scale_from_amax(1.0f, 448.0f, 0.0f, true, 3.4e38f), 256.0f);
+  EXPECT_EQ(rules::scale_from_amax(448.0f, 448.0f, 0.0f, scale::ScaleFormat::f32, 3.4e38f), 1.0f);
+  EXPECT_EQ(rules::scale_from_amax(0.0f, 448.0f, 0.0f, scale::ScaleFormat::f32, 3.4e38f), 1.0f);
+  EXPECT_EQ(rules::scale_from_amax(300.0f, 448.0f, 0.0f, scale::ScaleFormat::pow2, 3.4e38f), 1.0f);
+  EXPECT_EQ(rules::scale_from_amax(1.0f, 448.0f, 0.0f, scale::ScaleFormat::pow2, 3.4e38f), 256.0f);
   // NVFP4: S_enc of amax 2688 is 1; a zero amax gives 1.
   EXPECT_EQ(rules::nvfp4_s_enc(2688.0f, 448.0f, 6.0f), 1.0f);
   EXPECT_EQ(rules::nvfp4_s_enc(0.0f, 448.0f, 6.0f), 1.0f);

@@ -37,21 +37,22 @@ float value_of(const Format& f, std::uint64_t code) {
   return static_cast<float>(u.negative ? -v : v);
 }
 
+// The schemes' fp32 product of an element and its block's factor: one binary32 multiplication, and where
+// the factor is NaN, that NaN bit for bit (IEEE 754 lets the product of two NaNs be either; the schemes take
+// the factor's, batch.hpp's ScaledBatch rule).  A NaN x with a non-NaN factor gives x quieted.
+float product(float x, float factor) { return std::isnan(factor) ? factor : x * factor; }
+
+// The fp32 quotient x / scale (single-level NVFP4): one binary32 division; a NaN x gives x quieted whatever
+// the scale is (x86's rule for two NaN operands: the first one).
+float quotient(float x, float scale) {
+  return std::isnan(x) ? std::bit_cast<float>(bits_of(x) | 0x00400000u) : x / scale;
+}
+
 // Which elements an amax looks at.
 enum class AmaxOf : std::uint8_t {
   elements,     // every element; a NaN is dropped (fmaxf), or returned where the options propagate NaN
   finite_ones,  // NaN and infinities dropped (MX under NonFinite::propagate)
 };
-
-// The size of one side of a block: the row's rule applied to the tensor's extent and the options' value.
-int block_side(const Extent& e, int extent, int chosen) {
-  switch (e.kind) {
-    case Extent::Kind::whole: return extent > 1 ? extent : 1;
-    case Extent::Kind::fixed: return e.size;
-    case Extent::Kind::chosen: return chosen > 0 ? chosen : 1;
-  }
-  return 1;
-}
 
 class Reference {
  public:
@@ -128,8 +129,8 @@ class Reference {
 // blocks take DeepGEMM's scale instead (rules::packed_block_scale).  An empty tensor still has one block.
 void Reference::current() {
   const SchemeRow& row = scheme_row(o_.scheme);
-  const int br = block_side(row.block_rows, rows(), o_.block_rows);
-  const int bc = block_side(row.block_cols, cols(), o_.block);
+  const int br = block_size(row.block_rows, rows(), o_.block_rows);
+  const int bc = block_size(row.block_cols, cols(), o_.block);
   const bool packed = o_.scale_format == ScaleFormat::ue8m0_packed;
   q_.block_rows = br;
   q_.block_cols = bc;
@@ -142,11 +143,11 @@ void Reference::current() {
       if (packed) {
         q_.scales.push_back(rules::packed_block_scale(a, elem_max(), s));
       } else {
-        s = rules::scale_from_amax(a, elem_max(), o_.eps, o_.scale_format == ScaleFormat::pow2, FLT_MAX);
+        s = rules::scale_from_amax(a, elem_max(), o_.eps, o_.scale_format, FLT_MAX);
         q_.scales.push_back(bits_of(1.0f / s));
       }
       for (int r = r0; r < r1; ++r)
-        for (int c = c0; c < c1; ++c) set(r, c, element(at(r, c) * s, r, c));
+        for (int c = c0; c < c1; ++c) set(r, c, element(product(at(r, c), s), r, c));
     }
   if (packed)  // four codes per 32-bit word, the first in bits 7:0
     for (std::size_t i = 0; i < q_.scales.size(); i += 4) {
@@ -170,7 +171,7 @@ void Reference::delayed(DelayedState& st) {
   q_.scale_format = &formats::f32;
   q_.scales.push_back(bits_of(1.0f / s));
   for (int r = 0; r < rows(); ++r)
-    for (int c = 0; c < cols(); ++c) set(r, c, element(at(r, c) * s, r, c));
+    for (int c = 0; c < cols(); ++c) set(r, c, element(product(at(r, c), s), r, c));
   const float tensor_amax = amax(0, rows(), 0, cols(), AmaxOf::elements);
   st.history[0] = rules::fmax_nan_drop(st.history[0], tensor_amax);
   float a = st.history[0];
@@ -212,7 +213,7 @@ void Reference::mx() {
         if (e == 0xFF) {
           set(r, c, static_cast<std::uint8_t>(round_to(el_, nan, o_.element_policy, random).code));
         } else if (fp32_multiply) {
-          set(r, c, element(at(r, c) * rules::mx_multiplier(e), r, c));
+          set(r, c, element(product(at(r, c), rules::mx_multiplier(e)), r, c));
         } else {
           Unpacked u = unpack(formats::f32, bits_of(at(r, c)));
           if (u.cls == ValueClass::finite) u.exponent -= static_cast<int>(e) - 127;
@@ -229,7 +230,7 @@ void Reference::mx() {
 // 4over6 picks between two scales per block instead (four_over_six_block).
 void Reference::nvfp4() {
   const VariantRow& v = variant_row(o_.variant);
-  const int br = block_side(scheme_row(o_.scheme).block_rows, rows(), o_.block_rows);
+  const int br = block_size(scheme_row(o_.scheme).block_rows, rows(), o_.block_rows);
   const float global = amax(0, rows(), 0, cols(), AmaxOf::elements);
   const float s_enc = rules::nvfp4_s_enc(global, v.scale_max, elem_max());
   const float s_dec = 1.0f / s_enc;
@@ -247,10 +248,9 @@ void Reference::nvfp4() {
       }
       const std::uint64_t sc = to_e4m3(rules::nvfp4_block_dec(amax(r0, r1, c0, c1, AmaxOf::elements), enc_sixth));
       q_.scales.push_back(sc);
-      const float m = rules::nvfp4_multiplier(sc, s_enc, s_dec, v.multiplier == Multiplier::bf16_quotient,
-                                              o_.zero_scale == ZeroScale::reference);
+      const float m = rules::nvfp4_multiplier(sc, s_enc, s_dec, v.multiplier, o_.zero_scale);
       for (int r = r0; r < r1; ++r)
-        for (int c = c0; c < c1; ++c) set(r, c, element(at(r, c) * m, r, c));
+        for (int c = c0; c < c1; ++c) set(r, c, element(product(at(r, c), m), r, c));
     }
 }
 
@@ -264,14 +264,13 @@ void Reference::four_over_six_block(int r0, int r1, int c0, int c1, float global
   const float e4m3_max = static_cast<float>(max_value(formats::e4m3));
   const std::uint64_t sc4 = to_e4m3(std::fmin(base * 1.5f, e4m3_max));
   const std::uint64_t sc6 = to_e4m3(std::fmin(base, e4m3_max));
-  const bool zero_reference = o_.zero_scale == ZeroScale::reference;
-  const float m4 = rules::nvfp4_multiplier(sc4, s_enc, s_dec, false, zero_reference);
-  const float m6 = rules::nvfp4_multiplier(sc6, s_enc, s_dec, false, zero_reference);
+  const float m4 = rules::nvfp4_multiplier(sc4, s_enc, s_dec, Multiplier::reciprocal, o_.zero_scale);
+  const float m6 = rules::nvfp4_multiplier(sc6, s_enc, s_dec, Multiplier::reciprocal, o_.zero_scale);
   BlockCodes four{}, six{};
   for (int r = r0; r < r1; ++r)
     for (int c = c0; c < c1; ++c) {
-      four[(r - r0) * 16 + (c - c0)] = element(at(r, c) * m4, r, c);
-      six[(r - r0) * 16 + (c - c0)] = element(at(r, c) * m6, r, c);
+      four[(r - r0) * 16 + (c - c0)] = element(product(at(r, c), m4), r, c);
+      six[(r - r0) * 16 + (c - c0)] = element(product(at(r, c), m6), r, c);
     }
   const bool pick4 =
       four_over_six_error(four, r0, r1, c0, c1, sc4, global) < four_over_six_error(six, r0, r1, c0, c1, sc6, global);
@@ -320,7 +319,7 @@ void Reference::nvfp4_1level() {
       const std::uint64_t sc = to_e4m3(s);
       q_.scales.push_back(sc);
       const float scale = value_of(formats::e4m3, sc);
-      for (int c = c0; c < c1; ++c) set(r, c, element(at(r, c) / scale, r, c));
+      for (int c = c0; c < c1; ++c) set(r, c, element(quotient(at(r, c), scale), r, c));
     }
 }
 

@@ -173,6 +173,16 @@ struct Extent {
 inline constexpr Extent whole_extent{.kind = Extent::Kind::whole};
 constexpr Extent fixed_extent(int n) { return {.kind = Extent::Kind::fixed, .size = n}; }
 constexpr Extent chosen_extent(int default_size) { return {.kind = Extent::Kind::chosen, .size = default_size}; }
+// The rows (or columns) one scale covers for a tensor extent and the options' value of a chosen side (0:
+// the default of 1).
+constexpr int block_size(const Extent& e, int tensor_extent, int chosen) {
+  switch (e.kind) {
+    case Extent::Kind::whole: return tensor_extent > 1 ? tensor_extent : 1;
+    case Extent::Kind::fixed: return e.size;
+    case Extent::Kind::chosen: return chosen > 0 ? chosen : 1;
+  }
+  return 1;
+}
 
 // Which quantizer runs the scheme: one function per family in scale.cpp (the fast path) and in
 // scale_reference.cpp (the definition).
@@ -499,9 +509,11 @@ Tensor hadamard_rows(const Tensor& x);
 std::vector<double> dequantize(const Quantized& q);
 
 // Helpers shared with tests and the command line.
-float amax(const float* v, std::size_t n, std::size_t stride, bool propagate_nan);
-// TE compute_scale_from_amax (recipe_common.cuh), SEMANTICS.md §4.
-float scale_from_amax(float amax, float fp8_max, float eps, bool pow2, float value_for_inf);
+// fmaxf over |v[i * stride]|, i < n, from +0 (a NaN dropped, or returned under AmaxNan::propagate).
+float amax(const float* v, std::size_t n, std::size_t stride, AmaxNan nan);
+// TE compute_scale_from_amax (recipe_common.cuh), SEMANTICS.md §4; `format` pow2 rounds the scale down to a
+// power of two.
+float scale_from_amax(float amax, float fp8_max, float eps, ScaleFormat format, float value_for_inf);
 // The MX shared scale (an e8m0 code) of a block amax for an element format.
 std::uint64_t mx_scale(float amax, const Format& element, MxRule rule);
 
