@@ -493,7 +493,7 @@ std::map<std::string, std::string> recipe_keys(const QuantizeOptions& o, const S
   if (takes(S::Option::variant)) m["variant"] = lowbit::name(so.variant);
   if (takes(S::Option::zero_scale)) m["zero_scale"] = lowbit::name(so.zero_scale);
   if (takes(S::Option::hadamard) && so.hadamard) m["hadamard"] = "true";
-  if (so.amax_propagates_nan) m["amax_nan"] = "propagate";
+  if (so.amax_propagates_nan) m["amax_nan"] = lowbit::name(S::AmaxNan::propagate);
   if (!profile_name.empty()) m["profile"] = profile_name;
   if (!o.rounding.empty()) m["rounding"] = o.rounding;
   return m;
