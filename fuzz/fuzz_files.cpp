@@ -1,5 +1,5 @@
-// The file readers: .npy and safetensors (lowbit/io.hpp) and golden-vector suites (tools/lowbit/
-// vectors.hpp: manifest, checksum line, scalar text files, .npy tensors, and a subject's results).
+// The file readers: .npy and safetensors (lowbit/io.hpp) and golden-vector suites (lowbit/vectors.hpp:
+// manifest, checksum line, scalar text files, .npy tensors, and a subject's results).
 // A reader either returns a valid result or reports the file as malformed; it never crashes, hangs,
 // allocates what the file only claims, or lets another exception escape.
 //
@@ -23,7 +23,7 @@
 #include "fuzz_support.hpp"
 #include "lowbit/io.hpp"
 #include "lowbit/sha256.hpp"
-#include "vectors.hpp"
+#include "lowbit/vectors.hpp"
 
 using namespace lowbit;
 namespace V = lowbit::vectors;
@@ -129,7 +129,7 @@ void check_suite(std::map<std::string, std::string>& files,
   if (!damage.empty()) fuzz::fail("load_golden: accepted a suite it calls damaged");
   std::map<std::string, std::string> skip;
   // `lowbit check` reports a JSON exception from compare (a checksum-consistent manifest whose content it
-  // cannot use) as "golden set damaged", exit 2 (tools/lowbit/vectors_cmd.cpp); the same here.
+  // cannot use) as "golden set damaged", exit 2 (`lowbit check`, tools/lowbit/vectors_cmd.cpp); the same here.
   try {
     const V::SuiteReport rep = V::compare(*g, reader("results/"), skip, 3);
     (void)rep.cases();

@@ -8,7 +8,9 @@
 //    fast-math variant, whose multiplier is a bf16);
 //  * block-local schemes (1-D block, MX): quantizing one block on its own gives the codes and the scale
 //    that block got inside the whole tensor (a short row takes the vector kernels' tail and scalar paths,
-//    a long one the vector body).
+//    a long one the vector body);
+//  * the streaming quantizer equals the plain definition (quantize_reference): codes, scales, tensor
+//    scale, packed scales and the delayed-scaling state, bit for bit.
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -84,13 +86,12 @@ double code_value(const Format& f, std::uint64_t code) {
 }
 
 std::string where(const S::Options& o, int rows, int cols) {
-  return std::string("scheme ") + S::name(o.scheme) + " element " + o.element->name + " block " +
-         std::to_string(o.block) + "x" + std::to_string(o.block_rows) + " scale_format " +
-         std::to_string(int(o.scale_format)) + " mx_rule " + std::to_string(int(o.mx_rule)) + " nonfinite " +
-         std::to_string(int(o.nonfinite)) + " amax_nan " + std::to_string(o.amax_propagates_nan) + " eps " +
-         std::to_string(o.eps) + " zero_scale " + std::to_string(int(o.zero_scale)) + " variant " +
-         std::to_string(int(o.variant)) + " hadamard " + std::to_string(o.hadamard) + " policy " +
-         fuzz::policy_text(o.element_policy) + " tensor " + std::to_string(rows) + "x" + std::to_string(cols);
+  return std::string("scheme ") + name(o.scheme) + " element " + o.element->name + " block " + std::to_string(o.block) +
+         "x" + std::to_string(o.block_rows) + " scale_format " + name(o.scale_format) + " mx_rule " + name(o.mx_rule) +
+         " nonfinite " + name(o.nonfinite) + " amax_nan " + std::to_string(o.amax_propagates_nan) + " eps " +
+         std::to_string(o.eps) + " zero_scale " + name(o.zero_scale) + " variant " + name(o.variant) + " hadamard " +
+         std::to_string(o.hadamard) + " policy " + fuzz::policy_text(o.element_policy) + " tensor " +
+         std::to_string(rows) + "x" + std::to_string(cols);
 }
 
 }  // namespace
@@ -98,7 +99,7 @@ std::string where(const S::Options& o, int rows, int cols) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   FuzzedDataProvider in(data, size);
   S::Options o;
-  o.scheme = static_cast<S::Scheme>(in.ConsumeIntegralInRange<int>(0, 8));
+  o.scheme = fuzz::draw<S::Scheme>(in);
   static const char* const elements[] = {"", "e4m3", "e5m2", "e2m3", "e3m2", "e2m1", "int8", "int8sm",
                                          "e4m3fnuz", "e5m2fnuz", "e3m4", "e8m0", "binary8p3se", "e2m5u", "bf16"};
   const char* el = elements[in.ConsumeIntegralInRange<std::size_t>(0, std::size(elements) - 1)];
@@ -107,15 +108,30 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   o.block = blocks[in.ConsumeIntegralInRange<std::size_t>(0, std::size(blocks) - 1)];
   static const int block_rows[] = {0, 0, 1, 2, 3, 16, 128};
   o.block_rows = block_rows[in.ConsumeIntegralInRange<std::size_t>(0, std::size(block_rows) - 1)];
-  o.scale_format = static_cast<S::ScaleFormat>(in.ConsumeIntegralInRange<int>(0, 2));
-  o.mx_rule = static_cast<S::MxRule>(in.ConsumeIntegralInRange<int>(0, 4));
-  o.nonfinite = static_cast<S::NonFinite>(in.ConsumeIntegralInRange<int>(0, 2));
+  o.scale_format = fuzz::draw<S::ScaleFormat>(in);
+  o.mx_rule = fuzz::draw<S::MxRule>(in);
+  o.nonfinite = fuzz::draw<S::NonFinite>(in);
   o.amax_propagates_nan = in.ConsumeBool();
   static const float eps[] = {0.0f, 0.0f, 1e-4f, 1e-30f, 1.0f, 1e30f};
   o.eps = eps[in.ConsumeIntegralInRange<std::size_t>(0, std::size(eps) - 1)];
-  o.zero_scale = static_cast<S::ZeroScale>(in.ConsumeIntegralInRange<int>(0, 1));
-  o.variant = static_cast<S::Variant>(in.ConsumeIntegralInRange<int>(0, 3));
+  o.zero_scale = fuzz::draw<S::ZeroScale>(in);
+  o.variant = fuzz::draw<S::Variant>(in);
   o.hadamard = in.ConsumeIntegralInRange<int>(0, 3) == 0;
+  // Mostly only the options the scheme's row takes (the rest back at their defaults), so that most inputs
+  // quantize; now and then all of them, which normalize() must refuse with a message.
+  if (in.ConsumeIntegralInRange<int>(0, 7) != 0) {
+    const S::SchemeRow& row = S::scheme_row(o.scheme);
+    const S::Options d;
+    auto takes = [&](S::Option opt) { return row.takes.contains(opt); };
+    if (!takes(S::Option::block)) o.block = d.block, o.block_rows = d.block_rows;
+    if (!takes(S::Option::scale_format)) o.scale_format = d.scale_format;
+    if (!takes(S::Option::mx_rule)) o.mx_rule = d.mx_rule;
+    if (!takes(S::Option::nonfinite)) o.nonfinite = d.nonfinite;
+    if (!takes(S::Option::eps)) o.eps = d.eps;
+    if (!takes(S::Option::zero_scale)) o.zero_scale = d.zero_scale;
+    if (!takes(S::Option::variant)) o.variant = d.variant;
+    if (!takes(S::Option::hadamard)) o.hadamard = d.hadamard;
+  }
   // The element policy: usually the schemes' own (rne, satfinite), sometimes anything.
   if (in.ConsumeIntegralInRange<int>(0, 3) == 0) {
     o.element_policy = fuzz::draw_policy(in);
@@ -143,7 +159,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const Format& elem = *norm.element;
   const bool stochastic = is_stochastic(o.element_policy.rounding);
   const std::vector<std::uint32_t>* rb = stochastic ? &rbits : nullptr;
-  S::DelayedState state2 = state;
+  S::DelayedState state2 = state, state_ref = state;
   const S::Quantized q = S::quantize(x, o, rb, &state);
   const std::string w = where(norm, rows, cols);
 
@@ -165,6 +181,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (again.codes != q.codes || again.scales != q.scales || again.tensor_scale != q.tensor_scale ||
         again.packed_scales != q.packed_scales)
       fuzz::fail("two calls differ: " + w);
+  }
+
+  // The fast path against the definition.
+  {
+    const S::Quantized ref = S::quantize_reference(x, o, rb, &state_ref);
+    if (ref.codes != q.codes) {
+      std::size_t i = 0;
+      while (ref.codes[i] == q.codes[i]) ++i;
+      fuzz::fail("quantize and quantize_reference differ at code " + std::to_string(i) + ": " + fuzz::hex(q.codes[i]) +
+                 " and " + fuzz::hex(ref.codes[i]) + ": " + w);
+    }
+    if (ref.scales != q.scales || ref.tensor_scale != q.tensor_scale || ref.packed_scales != q.packed_scales ||
+        ref.block_rows != q.block_rows || ref.block_cols != q.block_cols || ref.scale_format != q.scale_format)
+      fuzz::fail("quantize and quantize_reference differ in their scales: " + w);
+    auto same_bits = [](float a, float b) { return bits_of_f32(a) == bits_of_f32(b); };
+    bool same_state = same_bits(state.scale, state_ref.scale) && state.history.size() == state_ref.history.size();
+    for (std::size_t i = 0; same_state && i < state.history.size(); ++i)
+      same_state = same_bits(state.history[i], state_ref.history[i]);
+    if (!same_state) fuzz::fail("quantize and quantize_reference leave different delayed states: " + w);
   }
 
   // The rounding bound.

@@ -88,8 +88,10 @@ std::vector<NamedPolicy> sweep_policies(bool reduced) {
       quirk_sets.push_back({q, std::string("quirks of profile ") + prof.name + " for " + rule.target->name});
     }
     for (std::size_t k = 0; k < quirk_sets.size(); ++k) {
-      const auto& [q, label] = quirk_sets[k];
-      if (std::find_if(seen.begin(), seen.end(), [&](const Quirks& s) { return s == q; }) != seen.end()) continue;
+      // Named members, not a structured binding: clang 14 cannot capture a binding in a lambda.
+      const Quirks& q = quirk_sets[k].first;
+      const std::string& label = quirk_sets[k].second;
+      if (std::find(seen.begin(), seen.end(), q) != seen.end()) continue;
       seen.push_back(q);
       for (Rounding r : {Rounding::rne, Rounding::rtz})
         for (Overflow o : all<Overflow>()) {

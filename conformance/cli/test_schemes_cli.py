@@ -254,6 +254,15 @@ def test_delayed_state_file(tmp_path):
     assert codes(json.loads(out)) == [0x76, 0xFE, 0x6E]
 
 
+def test_profile_defaults_apply_only_where_the_scheme_takes_them():
+    # te gives MX its rceil rule and amax non-finite rule; a per-tensor scheme takes neither and is not refused.
+    v = [1.0, -3.0, 0.5, 448.0]
+    te, plain = quantize(["--scheme", "tensor", "--profile", "te"], v), quantize(["--scheme", "tensor"], v)
+    assert (te["codes"], te["scales"]) == (plain["codes"], plain["scales"])
+    assert quantize(["--scheme", "mx", "--block", "4", "--profile", "te"], v) == \
+        quantize(["--scheme", "mx", "--block", "4", "--scale-rule", "rceil", "--nonfinite", "amax", "--profile", "te"], v)
+
+
 def test_stochastic_rounding_is_reproducible():
     v = random_tensor(32)
     a = quantize(["--scheme", "mx", "--rounding", "sr-a", "--sr-bits", "8", "--sr-seed", "7"], v)
@@ -275,6 +284,19 @@ def test_stochastic_rounding_is_reproducible():
       "1", "--in", "-", "--out", "-"], "0x3f800000", ["--rounding", "4over6"]),
     (["quantize", "--scheme", "tensor", "--scale-rule", "rceil", "--in", "-", "--out", "-"], "0x3f800000",
      ["--scale-rule"]),
+    # An option the scheme does not take is refused, even at its default value (scale.hpp's scheme rows).
+    (["quantize", "--scheme", "tensor", "--block", "4", "--in", "-", "--out", "-"], "0x3f800000",
+     ["--block", "tensor"]),
+    (["quantize", "--scheme", "tensor", "--nonfinite", "amax", "--in", "-", "--out", "-"], "0x3f800000",
+     ["--nonfinite", "tensor"]),
+    (["quantize", "--scheme", "mx", "--variant", "standard", "--in", "-", "--out", "-"], "0x3f800000",
+     ["--variant", "mx"]),
+    (["quantize", "--scheme", "nvfp4-1level", "--zero-scale", "kernel", "--in", "-", "--out", "-"], "0x3f800000",
+     ["--zero-scale", "nvfp4-1level"]),
+    (["quantize", "--scheme", "nvfp4", "--block", "32", "--in", "-", "--out", "-"], "0x3f800000",
+     ["--block", "16"]),
+    (["quantize", "--scheme", "mx", "--direction", "up", "--in", "-", "--out", "-"], "0x3f800000",
+     ["--direction", "row, col, both"]),
     (["dequantize"], "{\"scheme\": \"mx\"}", ["element"]),
     (["dequantize"], "not json", ["malformed JSON"]),
 ])

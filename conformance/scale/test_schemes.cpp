@@ -168,11 +168,11 @@ TEST(Tensor, TeScaleFromAmax) {
   EXPECT_EQ(q.codes, (Codes{0x70, 0xF8, 0x68}));
   EXPECT_EQ(q.scales, Scales{0x3C000000u});
   // amax 0 and amax Inf both give the scale 1.
-  EXPECT_EQ(S::scale_from_amax(0, 448, 0, false, 3.4e38f), 1.0f);
-  EXPECT_EQ(S::scale_from_amax(INFINITY, 448, 0, false, 3.4e38f), 1.0f);
-  EXPECT_EQ(S::scale_from_amax(NAN, 448, 0, false, 3.4e38f), 1.0f);
+  EXPECT_EQ(S::scale_from_amax(0, 448, 0, S::ScaleFormat::f32, 3.4e38f), 1.0f);
+  EXPECT_EQ(S::scale_from_amax(INFINITY, 448, 0, S::ScaleFormat::f32, 3.4e38f), 1.0f);
+  EXPECT_EQ(S::scale_from_amax(NAN, 448, 0, S::ScaleFormat::f32, 3.4e38f), 1.0f);
   // An amax so small that 448 / amax overflows takes value_for_inf.
-  EXPECT_EQ(S::scale_from_amax(0x1p-149f, 448, 0, false, 1234.0f), 1234.0f);
+  EXPECT_EQ(S::scale_from_amax(0x1p-149f, 448, 0, S::ScaleFormat::f32, 1234.0f), 1234.0f);
 }
 
 // TE delayed scaling with a history of 4, algorithm max: the first step quantizes with the initial
@@ -398,8 +398,8 @@ TEST(Properties, QuantizeDequantizeIsIdempotent) {
       const auto d = S::dequantize(a);
       std::vector<float> w(d.begin(), d.end());
       const auto b = S::quantize(row(w), o);
-      EXPECT_EQ(a.codes, b.codes) << S::name(scheme);
-      EXPECT_EQ(a.scales, b.scales) << S::name(scheme);
+      EXPECT_EQ(a.codes, b.codes) << lowbit::name(scheme);
+      EXPECT_EQ(a.scales, b.scales) << lowbit::name(scheme);
     }
   }
 }

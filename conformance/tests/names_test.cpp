@@ -9,6 +9,7 @@
 
 #include "lowbit/names.hpp"
 #include "lowbit/policy.hpp"
+#include "lowbit/scale.hpp"
 
 namespace {
 
@@ -68,6 +69,19 @@ TEST(Names, PolicyEnums) {
   check_table<ZeroIntoNoZero>("ZeroIntoNoZero");
 }
 
+TEST(Names, ScaleEnums) {
+  namespace S = lowbit::scale;
+  check_table<S::Scheme>("Scheme");
+  check_table<S::ScaleFormat>("ScaleFormat");
+  check_table<S::MxRule>("MxRule");
+  check_table<S::NonFinite>("NonFinite");
+  check_table<S::ZeroScale>("ZeroScale");
+  check_table<S::Variant>("Variant");
+  check_table<S::Direction>("Direction");
+  check_table<S::AmaxNan>("AmaxNan");
+  check_table<S::Option>("Option");
+}
+
 TEST(Names, TheReflectionSeesEnumerators) {
   // The check above is only as good as is_enumerator: Rounding has nine values, the tenth is not one.
   static_assert(is_enumerator<Rounding::sr_c>());
@@ -84,6 +98,20 @@ TEST(Names, Spellings) {
   EXPECT_EQ(parse<Rounding>("sr-b"), Rounding::sr_b);
   EXPECT_FALSE(parse<Rounding>("sr_b"));
   EXPECT_EQ(nth<Overflow>(4), Overflow::satpropagate);  // 4 mod 3 = 1
+  // The scheme options as `lowbit quantize` spells them (README "Scaling schemes", the golden suites'
+  // recipes).
+  namespace S = lowbit::scale;
+  EXPECT_EQ(choices<S::Scheme>(), "tensor, delayed, channel, token, block, mx, nvfp4, nvfp4-2d, nvfp4-1level");
+  EXPECT_EQ(choices<S::ScaleFormat>(), "f32, pow2, ue8m0-packed");
+  EXPECT_EQ(choices<S::MxRule>(), "floor, ceil, even, rceil, rne");
+  EXPECT_EQ(choices<S::NonFinite>(), "scale-nan, propagate, amax");
+  EXPECT_EQ(choices<S::ZeroScale>(), "kernel, reference");
+  EXPECT_EQ(choices<S::Variant>(), "standard, fast-math, 4over6, 4over6-mse");
+  EXPECT_EQ(choices<S::Direction>(), "row, col, both");
+  EXPECT_EQ(choices<S::AmaxNan>(), "ignore, propagate");
+  EXPECT_EQ(parse<S::Scheme>("nvfp4-2d"), S::Scheme::nvfp4_2d);
+  EXPECT_FALSE(parse<S::Scheme>("nvfp4_2d"));
+  EXPECT_STREQ(name(S::Option::mx_rule), "scale-rule");
 }
 
 }  // namespace

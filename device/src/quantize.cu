@@ -192,7 +192,9 @@ __device__ BlockScale block_scale(const Plan& p, std::uint32_t m, std::uint32_t 
       constexpr Format e4m3 = formats::e4m3;
       const std::uint64_t sc = convert(f32, rules::bits_of(dec), e4m3, sat).code;
       s.word = static_cast<std::uint32_t>(sc);
-      s.mult = rules::nvfp4_multiplier(sc, nv.s_enc, nv.s_dec, p.fast_math, p.zero_reference);
+      s.mult = rules::nvfp4_multiplier(sc, nv.s_enc, nv.s_dec,
+                                       p.fast_math ? scale::Multiplier::bf16_quotient : scale::Multiplier::reciprocal,
+                                       p.zero_reference ? scale::ZeroScale::reference : scale::ZeroScale::kernel);
       break;
     }
     default: {  // tensor, channel, token, block
@@ -200,7 +202,7 @@ __device__ BlockScale block_scale(const Plan& p, std::uint32_t m, std::uint32_t 
       if (p.scale_format == ScaleFormat::ue8m0_packed) {
         s.word = static_cast<std::uint32_t>(rules::packed_block_scale(a, p.elem_max, s.mult));
       } else {
-        s.mult = rules::scale_from_amax(a, p.elem_max, p.eps, p.scale_format == ScaleFormat::pow2, FLT_MAX);
+        s.mult = rules::scale_from_amax(a, p.elem_max, p.eps, p.scale_format, FLT_MAX);
         s.word = rules::bits_of(1.0f / s.mult);
       }
       break;

@@ -101,7 +101,7 @@ TEST(QuantizePlan, RejectsWithTheOptionNamed) {
   EXPECT_NE(message(16, 16, opts(scale::Scheme::nvfp4_1level)).find("nvfp4-1level"), std::string::npos);
   EXPECT_NE(message(0, 16, opts(scale::Scheme::tensor)).find("--shape"), std::string::npos);
   // The reference's own checks come first (normalize).
-  EXPECT_NE(message(16, 16, opts(scale::Scheme::mx, &formats::f16)).find("--element"), std::string::npos);
+  EXPECT_NE(message(16, 16, opts(scale::Scheme::mx, &formats::f16)).find("element: "), std::string::npos);
   // The hardware path: e4m3 / e5m2 under rne + satfinite only.
   EXPECT_NE(message(4, 4, opts(scale::Scheme::mx, &formats::e2m1), quant::ElementPath::hardware).find("--element-path"),
             std::string::npos);
@@ -247,10 +247,10 @@ TEST(ScaleRules, Decoders) {
   EXPECT_EQ(rules::mx_multiplier(0), 0x1p127f);
   EXPECT_EQ(rules::mx_multiplier(255), 0.0f);
   // TE scale_from_amax: 448 / 448 = 1; a zero, NaN or infinite amax gives 1; pow2 rounds 448 / 300 down to 1.
-  EXPECT_EQ(rules::scale_from_amax(448.0f, 448.0f, 0.0f, false, 3.4e38f), 1.0f);
-  EXPECT_EQ(rules::scale_from_amax(0.0f, 448.0f, 0.0f, false, 3.4e38f), 1.0f);
-  EXPECT_EQ(rules::scale_from_amax(300.0f, 448.0f, 0.0f, true, 3.4e38f), 1.0f);
-  EXPECT_EQ(rules::scale_from_amax(1.0f, 448.0f, 0.0f, true, 3.4e38f), 256.0f);
+  EXPECT_EQ(rules::scale_from_amax(448.0f, 448.0f, 0.0f, scale::ScaleFormat::f32, 3.4e38f), 1.0f);
+  EXPECT_EQ(rules::scale_from_amax(0.0f, 448.0f, 0.0f, scale::ScaleFormat::f32, 3.4e38f), 1.0f);
+  EXPECT_EQ(rules::scale_from_amax(300.0f, 448.0f, 0.0f, scale::ScaleFormat::pow2, 3.4e38f), 1.0f);
+  EXPECT_EQ(rules::scale_from_amax(1.0f, 448.0f, 0.0f, scale::ScaleFormat::pow2, 3.4e38f), 256.0f);
   // NVFP4: S_enc of amax 2688 is 1; a zero amax gives 1.
   EXPECT_EQ(rules::nvfp4_s_enc(2688.0f, 448.0f, 6.0f), 1.0f);
   EXPECT_EQ(rules::nvfp4_s_enc(0.0f, 448.0f, 6.0f), 1.0f);

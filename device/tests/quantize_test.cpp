@@ -190,7 +190,7 @@ struct Tally {
 };
 
 std::string describe(const scale::Options& o) {
-  std::string s = scale::name(o.scheme);
+  std::string s = lowbit::name(o.scheme);
   s += " ";
   s += o.element ? o.element->name : "default";
   s += " block " + std::to_string(o.block) + "x" + std::to_string(o.block_rows);

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "lowbit/convert.hpp"
@@ -156,53 +157,39 @@ bool options_from(const std::string& recipe, lowbit::scale::Options& so, int& sr
   }
   std::string v;
   if (!recipe_value(recipe, "quantization_format", v)) return false;
-  const auto scheme = S::parse_scheme(v == "block1x128" || v == "block128x128" ? "block" : v);
+  const auto scheme = lowbit::parse<S::Scheme>(v == "block1x128" || v == "block128x128" ? "block" : v);
   if (!scheme) return false;
-  so.scheme = *scheme;
-  if (v == "block128x128") so.block_rows = so.block = 128;
-  if (recipe_value(recipe, "element", v) && !(so.element = lowbit::find_format(v))) return false;
+  // The request names what the recipe names; the library refuses what the scheme does not take.
+  S::Request sr;
+  sr.scheme = *scheme;
+  if (v == "block128x128") sr.block_rows = sr.block = 128;
+  if (recipe_value(recipe, "element", v) && !(sr.element = lowbit::find_format(v))) return false;
   if (recipe_value(recipe, "block_size", v)) {
+    int rows = 0, cols = 0;
     const auto x = v.find('x');
     if (x == std::string::npos) {
-      if (!positive(v, so.block)) return false;
-    } else if (!positive(v.substr(0, x), so.block_rows) || !positive(v.substr(x + 1), so.block)) {
+      if (!positive(v, cols)) return false;
+    } else if (!positive(v.substr(0, x), rows) || !positive(v.substr(x + 1), cols)) {
       return false;
     }
+    sr.block = cols;
+    if (rows > 0) sr.block_rows = rows;
   }
-  if (recipe_value(recipe, "scale_rule", v)) {
-    if (v == "floor") so.mx_rule = S::MxRule::floor;
-    else if (v == "ceil") so.mx_rule = S::MxRule::ceil;
-    else if (v == "even") so.mx_rule = S::MxRule::even;
-    else if (v == "rceil") so.mx_rule = S::MxRule::rceil;
-    else if (v == "rne") so.mx_rule = S::MxRule::rne;
-    else return false;
-  }
-  if (recipe_value(recipe, "scale_format", v)) {
-    if (v == "f32") so.scale_format = S::ScaleFormat::f32;
-    else if (v == "pow2") so.scale_format = S::ScaleFormat::pow2;
-    else return false;
-  }
-  if (recipe_value(recipe, "nonfinite", v)) {
-    if (v == "scale-nan") so.nonfinite = S::NonFinite::scale_nan;
-    else if (v == "propagate") so.nonfinite = S::NonFinite::propagate;
-    else if (v == "amax") so.nonfinite = S::NonFinite::amax;
-    else return false;
-  }
-  if (recipe_value(recipe, "variant", v)) {
-    if (v == "fast-math") so.variant = S::Variant::fast_math;
-    else if (v == "4over6") so.variant = S::Variant::four_over_six;
-    else if (v == "4over6-mse") so.variant = S::Variant::four_over_six_mse;
-    else if (v != "standard") return false;
-  }
-  if (recipe_value(recipe, "zero_scale", v)) {
-    if (v == "reference") so.zero_scale = S::ZeroScale::reference;
-    else if (v != "kernel") return false;
-  }
+  // A recipe value through the enum's name table; false for a name it lacks.
+  auto choice = [&](const char* key, auto& field) {
+    if (!recipe_value(recipe, key, v)) return true;
+    field = lowbit::parse<typename std::remove_reference_t<decltype(field)>::value_type>(v);
+    return field.has_value();
+  };
+  if (!choice("scale_rule", sr.mx_rule) || !choice("scale_format", sr.scale_format) ||
+      !choice("nonfinite", sr.nonfinite) || !choice("variant", sr.variant) || !choice("zero_scale", sr.zero_scale))
+    return false;
+  if (sr.scale_format == S::ScaleFormat::ue8m0_packed) return false;  // this example writes no packed scales
   if (recipe_value(recipe, "hadamard", v)) {
     if (v != "true" && v != "false") return false;
-    so.hadamard = v == "true";
+    sr.hadamard = v == "true";
   }
-  if (!S::normalize(so).empty()) return false;
+  if (S::resolve(sr, so)) return false;
   lowbit::PolicyRequest req;
   if (recipe_value(recipe, "rounding", v) && !(req.rounding = lowbit::parse<lowbit::Rounding>(v))) return false;
   sr_bits = 0;

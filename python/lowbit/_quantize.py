@@ -128,9 +128,9 @@ def _integer(value: Any, argument: str) -> int:
 
 def quantize(x: Any, scheme: str, *, element: Any = None, block: int = 0, axis: int = -1, direction: str = "row",
              scale_rule: Optional[str] = None, scale_format: Optional[str] = None, nonfinite: Optional[str] = None,
-             variant: str = "standard", zero_scale: str = "kernel", profile: Optional[str] = None,
+             variant: Optional[str] = None, zero_scale: Optional[str] = None, profile: Optional[str] = None,
              rounding: Optional[str] = None, sr_bits: int = 0, sr_seed: Optional[int] = None, random_bits: Any = None,
-             hadamard: bool = False, state: Optional[DelayedState] = None, amax_nan: str = "ignore") -> Quantized:
+             hadamard: bool = False, state: Optional[DelayedState] = None, amax_nan: Optional[str] = None) -> Quantized:
     """Quantize `x` with a scaling scheme, as ``lowbit quantize --scheme SCHEME`` does; the same options with
     the same defaults (``lowbit quantize --help``), keywords for flags.
 
@@ -144,7 +144,8 @@ def quantize(x: Any, scheme: str, *, element: Any = None, block: int = 0, axis: 
     defaults; te: rceil, pow2), `rounding`, `hadamard`, `amax_nan` (ignore, propagate).  A stochastic
     `rounding` needs `sr_bits` and either `sr_seed` (Philox4x32-10, as ``--sr-seed``) or `random_bits` (one
     value per element, shaped as `x`, as ``--sr-bits-file``).  The delayed scheme reads `state` (default: a
-    fresh one) and returns the next one in ``.state``; the argument is not changed.
+    fresh one) and returns the next one in ``.state``; the argument is not changed.  An option left None takes
+    the scheme's default; one the scheme does not take is refused (ValueError naming it), as on the command line.
 
     Example:
         >>> import lowbit, numpy as np

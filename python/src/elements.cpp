@@ -132,9 +132,9 @@ Resolved resolve_policy(const std::string& to, const std::optional<std::string>&
     }
   }
   req.sr_bits = sr_bits.value_or(0);
-  std::string error;
-  const std::optional<lowbit::Resolved> r = resolve(profile, target, req, error);
-  if (!r) library_error(error);
+  std::string error, argument;
+  const std::optional<lowbit::Resolved> r = resolve(profile, target, req, error, &argument);
+  if (!r) value_error(argument, error);
   // The random-bit rules of `lowbit convert --sr-bits` (tools/lowbit/main.cpp run_convert).
   if (is_stochastic(r->policy.rounding)) {
     if (!sr_bits)

@@ -16,7 +16,8 @@
 #include "lowbit/profile.hpp"
 #include "lowbit/registry.hpp"
 #include "lowbit/scale.hpp"
-#include "scheme_names.hpp"
+#include "lowbit/error.hpp"
+#include "lowbit/recipe.hpp"
 
 namespace lowbit::python {
 
@@ -24,101 +25,42 @@ namespace {
 
 namespace S = scale;
 
-// The scheme names of `lowbit quantize --scheme`: the library's schemes, and two spellings of the block scheme
-// with their block shapes.
-struct SchemeName {
-  const char* name;
-  S::Scheme scheme;
-  int block_rows;
-  int block;
-};
-constexpr SchemeName scheme_names[] = {
-    {"tensor", S::Scheme::tensor, 0, 0},       {"delayed", S::Scheme::delayed, 0, 0},
-    {"channel", S::Scheme::channel, 0, 0},     {"token", S::Scheme::token, 0, 0},
-    {"block1x128", S::Scheme::block, 0, 0},    {"block128x128", S::Scheme::block, 128, 128},
-    {"block", S::Scheme::block, 0, 0},         {"mx", S::Scheme::mx, 0, 0},
-    {"nvfp4", S::Scheme::nvfp4, 0, 0},         {"nvfp4-2d", S::Scheme::nvfp4_2d, 0, 0},
-    {"nvfp4-1level", S::Scheme::nvfp4_1level, 0, 0},
-};
-
-std::string scheme_choices() {
-  std::string s;
-  for (const SchemeName& n : scheme_names) s += (s.empty() ? "" : ", ") + std::string(n.name);
-  return s;
-}
-
-template <class E>
-std::optional<E> parse_option(const char* argument, const std::optional<std::string>& text) {
-  if (!text) return std::nullopt;
-  const std::optional<E> v = parse<E>(*text);
-  if (!v) value_error(argument, "'" + *text + "' is not one of " + choices<E>());
-  return v;
-}
-
 struct SchemeOptions {
   S::Options options;
   std::string scheme;   // as the caller spelled it (block1x128 and block128x128 included)
   std::string profile;  // the profile's name, or empty
 };
 
-// `lowbit quantize`'s option rules (tools/lowbit/quantize_cmd.cpp build_options), keyword for option.
+// `lowbit quantize`'s option rules: the library's recipe (lowbit/recipe.hpp), keyword for option.  A library
+// ArgumentError names the recipe field, which is the keyword ("to": the element the profile lacks).
 SchemeOptions scheme_options(const std::string& scheme, const std::optional<std::string>& element, int block,
                              const std::optional<std::string>& scale_rule,
                              const std::optional<std::string>& scale_format,
-                             const std::optional<std::string>& nonfinite, const std::string& variant,
-                             const std::string& zero_scale, const std::optional<std::string>& profile_name,
-                             const std::optional<std::string>& rounding, const std::string& amax_nan, bool hadamard,
-                             int sr_bits) {
-  SchemeOptions out;
-  S::Options& so = out.options;
-  const SchemeName* sn = nullptr;
-  for (const SchemeName& n : scheme_names)
-    if (scheme == n.name) sn = &n;
-  if (!sn) value_error("scheme", "'" + scheme + "' is not one of " + scheme_choices());
-  out.scheme = scheme;
-  so.scheme = sn->scheme;
-  so.block_rows = sn->block_rows;
-  if (element) so.element = &require_format("element", *element);
-  so.block = block != 0 ? block : sn->block;
-  const Profile* prof = nullptr;
-  if (profile_name) {
-    prof = find_profile(*profile_name);
-    if (!prof) value_error("profile", "'" + *profile_name + "' is not a profile");
-    out.profile = prof->name;
+                             const std::optional<std::string>& nonfinite, const std::optional<std::string>& variant,
+                             const std::optional<std::string>& zero_scale,
+                             const std::optional<std::string>& profile_name,
+                             const std::optional<std::string>& rounding, const std::optional<std::string>& amax_nan,
+                             bool hadamard, int sr_bits) {
+  Recipe r;
+  r.scheme = scheme;
+  r.element = element.value_or("");
+  r.block = block;
+  r.scale_rule = scale_rule.value_or("");
+  r.scale_format = scale_format.value_or("");
+  r.nonfinite = nonfinite.value_or("");
+  r.variant = variant.value_or("");
+  r.zero_scale = zero_scale.value_or("");
+  r.profile = profile_name.value_or("");
+  r.rounding = rounding.value_or("");
+  r.amax_nan = amax_nan.value_or("");
+  r.hadamard = hadamard;
+  r.sr_bits = sr_bits;
+  try {
+    BuiltRecipe b = build(r);
+    return {std::move(b.options), scheme, std::move(b.profile)};
+  } catch (const ArgumentError& e) {
+    value_error(e.argument == "to" ? "element" : e.argument, e.what());
   }
-  // The te profile's scheme defaults (README "Scaling schemes"): rceil MX scales, power-of-two block scales,
-  // the fmaxf amax for non-finite blocks.
-  if (prof && std::string(prof->name) == "te") {
-    so.mx_rule = S::MxRule::rceil;
-    if (so.scheme == S::Scheme::block) so.scale_format = S::ScaleFormat::pow2;
-    so.nonfinite = S::NonFinite::amax;
-  }
-  if (const auto r = parse_option<S::MxRule>("scale_rule", scale_rule)) {
-    so.mx_rule = *r;
-    if (so.scheme != S::Scheme::mx) value_error("scale_rule", "applies to the mx scheme");
-  }
-  if (const auto f = parse_option<S::ScaleFormat>("scale_format", scale_format)) so.scale_format = *f;
-  if (const auto nf = parse_option<S::NonFinite>("nonfinite", nonfinite)) so.nonfinite = *nf;
-  so.variant = *parse_option<S::Variant>("variant", variant);
-  so.zero_scale = *parse_option<S::ZeroScale>("zero_scale", zero_scale);
-  if (amax_nan == "propagate") so.amax_propagates_nan = true;
-  else if (amax_nan != "ignore") value_error("amax_nan", "'" + amax_nan + "' is not one of ignore, propagate");
-  so.hadamard = hadamard;
-  if (const std::string e = S::normalize(so); !e.empty()) library_error(e);
-  // The element policy: the profile's rounding and quirks; schemes always clamp to the element's range.
-  PolicyRequest req;
-  req.rounding = parse_option<Rounding>("rounding", rounding);
-  req.overflow = Overflow::satfinite;
-  req.sr_bits = sr_bits;
-  std::string err;
-  const auto resolved = resolve(prof, *so.element, req, err);
-  if (!resolved) library_error(err);
-  so.element = resolved->target;
-  so.element_policy = resolved->policy;
-  if ((so.variant == S::Variant::four_over_six || so.variant == S::Variant::four_over_six_mse) &&
-      is_stochastic(so.element_policy.rounding))
-    value_error("rounding", "the NVFP4 4over6 variant takes no stochastic rounding");
-  return out;
 }
 
 std::vector<float> history_of(const nb::ndarray<const float, nb::c_contig, nb::device::cpu, nb::ndim<1>>& h) {
@@ -152,11 +94,7 @@ std::vector<std::uint8_t> scale_bytes(const S::Quantized& q) { return {q.scales.
 void bind_quantize(nb::module_& m) {
   m.def(
       "scheme_names",
-      [] {
-        std::vector<std::string> out;
-        for (const SchemeName& n : scheme_names) out.emplace_back(n.name);
-        return out;
-      },
+      [] { return scheme_spellings(); },
       "The scheme names `lowbit quantize --scheme` takes.");
 
   nb::class_<SchemeOptions>(m, "SchemeOptions", "The options of one quantization (see scheme_options).")
@@ -196,7 +134,7 @@ void bind_quantize(nb::module_& m) {
       .def("__copy__", [](const S::DelayedState& s) { return S::DelayedState(s); });
 
   nb::class_<S::Quantized>(m, "QuantizedTensor", "scale::Quantized: codes, scales and block shape of one quantization.")
-      .def_prop_ro("scheme", [](const S::Quantized& q) { return std::string(S::name(q.scheme)); })
+      .def_prop_ro("scheme", [](const S::Quantized& q) { return std::string(lowbit::name(q.scheme)); })
       .def_prop_ro("element", [](const S::Quantized& q) { return std::string(q.element->name); })
       .def_prop_ro("rows", [](const S::Quantized& q) { return q.rows; })
       .def_prop_ro("cols", [](const S::Quantized& q) { return q.cols; })
@@ -267,7 +205,7 @@ void bind_quantize(nb::module_& m) {
       "amax",
       [](const nb::ndarray<const float, nb::c_contig, nb::device::cpu>& x, bool propagate_nan) {
         nb::gil_scoped_release unlocked;
-        return S::amax(x.data(), x.size(), 1, propagate_nan);
+        return S::amax(x.data(), x.size(), 1, propagate_nan ? S::AmaxNan::propagate : S::AmaxNan::ignore);
       },
       nb::arg("x"), nb::arg("propagate_nan"), "The tensor's amax as the schemes compute it (fmaxf, or NaN-propagating).");
 }

@@ -329,7 +329,12 @@ const Profile* find_profile(std::string_view n) {
 }
 
 std::optional<Resolved> resolve(const Profile* profile, const Format& target, const PolicyRequest& req,
-                                std::string& error) {
+                                std::string& error, std::string* argument) {
+  auto fail = [&](const char* arg, std::string message) -> std::optional<Resolved> {
+    error = std::move(message);
+    if (argument) *argument = arg;
+    return std::nullopt;
+  };
   Resolved out{{}, &target};
   Policy& p = out.policy;
   p.sr_bits = req.sr_bits;
@@ -348,8 +353,7 @@ std::optional<Resolved> resolve(const Profile* profile, const Format& target, co
     if (r.target == t) rule = &r;
   if (!rule) {
     if (!profile->any_target) {
-      error = std::string("--to: profile ") + profile->name + " has no conversion into " + t->name;
-      return std::nullopt;
+      return fail("to", std::string("profile ") + profile->name + " has no conversion into " + t->name);
     }
     rule = &profile->fallback;
   }
@@ -359,23 +363,20 @@ std::optional<Resolved> resolve(const Profile* profile, const Format& target, co
   if (rule->narrow_nan_below) p.quirks.narrow_nan_below = *rule->narrow_nan_below;
   if (req.rounding) {
     if (!(rule->roundings & bit(*req.rounding))) {
-      error = std::string("--rounding: profile ") + profile->name + " has no " + name(*req.rounding) +
-              " conversion into " + t->name + " (it has " + modes_text(rule->roundings, true) + ")";
-      return std::nullopt;
+      return fail("rounding", std::string("profile ") + profile->name + " has no " + name(*req.rounding) +
+                                  " conversion into " + t->name + " (it has " + modes_text(rule->roundings, true) + ")");
     }
     p.rounding = *req.rounding;
   } else if (rule->default_rounding) {
     p.rounding = *rule->default_rounding;
   } else {
-    error = std::string("--rounding: profile ") + profile->name + " has no default rounding into " + t->name +
-            "; name one of " + modes_text(rule->roundings, true);
-    return std::nullopt;
+    return fail("rounding", std::string("profile ") + profile->name + " has no default rounding into " + t->name +
+                                "; name one of " + modes_text(rule->roundings, true));
   }
   if (req.overflow) {
     if (!(rule->overflows & bit(*req.overflow))) {
-      error = std::string("--overflow: profile ") + profile->name + " has no " + name(*req.overflow) +
-              " conversion into " + t->name + " (it has " + modes_text(rule->overflows, false) + ")";
-      return std::nullopt;
+      return fail("overflow", std::string("profile ") + profile->name + " has no " + name(*req.overflow) +
+                                  " conversion into " + t->name + " (it has " + modes_text(rule->overflows, false) + ")");
     }
     p.overflow = *req.overflow;
   } else {
@@ -383,13 +384,11 @@ std::optional<Resolved> resolve(const Profile* profile, const Format& target, co
   }
   const Subnormals s = req.subnormals.value_or(Subnormals::keep);
   if (!(profile->subnormal_modes & (1u << static_cast<unsigned>(s)))) {
-    error = std::string("--subnormals: profile ") + profile->name + " has no " + name(s) + " mode";
-    return std::nullopt;
+    return fail("subnormals", std::string("profile ") + profile->name + " has no " + name(s) + " mode");
   }
   p.subnormals = s;
   if (req.tininess && *req.tininess != Tininess::after && !profile->tininess_choice) {
-    error = std::string("--tininess: profile ") + profile->name + " has no choice of tininess detection";
-    return std::nullopt;
+    return fail("tininess", std::string("profile ") + profile->name + " has no choice of tininess detection");
   }
   p.tininess = req.tininess.value_or(Tininess::after);
   return out;

@@ -1,3 +1,7 @@
+// The fast path of the scaling schemes (scale.hpp): quantize() streams the tensor through SIMD block maxima
+// and the batch conversion, one member function of Streaming per scheme family; quantize_reference()
+// (scale_reference.cpp) is the plain definition it is proven equal to.  Also dequantize, transpose and the
+// Hadamard transform.
 #include "lowbit/scale.hpp"
 
 #include <algorithm>
@@ -5,6 +9,7 @@
 #include <bit>
 #include <cfloat>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 
 #include "lowbit/batch.hpp"
@@ -49,38 +54,7 @@ double code_value(const Format& f, std::uint64_t code) {
 // The MX element's largest power of two (the exponent of its largest normal binade).
 int emax_elem(const Format& f) { return f.emax(); }
 
-
-// 16x16 Sylvester Hadamard matrix entry: (-1)^popcount(i & j).
-int hadamard16(int i, int j) { return (std::popcount(static_cast<unsigned>(i & j)) & 1) ? -1 : 1; }
-// TE's fixed sign vector for the random Hadamard transform (docs/semantics.md §4).
-constexpr int k_rht_signs[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
-
-// y = x diag(s) H / 4 on each 16-element row group.  The sum of sixteen ±x_i is formed exactly in f64
-// (every partial sum of sixteen f32 values is exact there) and rounded once to f32.  TE computes it with
-// a bf16 tensor-core GEMM; this project does not claim bit equality with that kernel.
-Tensor hadamard_rows(const Tensor& x) {
-  Tensor y = x;
-  for (int r = 0; r < x.rows; ++r)
-    for (int c0 = 0; c0 + 16 <= x.cols; c0 += 16)
-      for (int j = 0; j < 16; ++j) {
-        double s = 0;
-        for (int i = 0; i < 16; ++i)
-          s += static_cast<double>(x.data[static_cast<std::size_t>(r) * x.cols + c0 + i]) * k_rht_signs[i] *
-               hadamard16(i, j);
-        y.data[static_cast<std::size_t>(r) * x.cols + c0 + j] = static_cast<float>(s * 0.25);
-      }
-  return y;
-}
-
-struct BlockIter {
-  int r0, r1, c0, c1;
-};
-
-
-// ---- the batch path ----------------------------------------------------------------------------------
-// quantize multiplies each element by its block's multiplier exactly as before (one fp32 operation) into
-// a row buffer and converts the buffer with convert_batch, which equals the scalar conversion bit for bit
-// for every policy (batch.hpp), stochastic rounding included with the element's random value.
+// ---- the row kernels of the fast path (Streaming, below) ---------------------------------------------
 
 // Element codes of v[0..n) through convert_batch, one byte each (normalize admits elements of at most
 // 8 bits, whose batch codes are single bytes), straight into `out`.
@@ -100,6 +74,23 @@ struct BlockAmaxes {
   std::uint32_t min_nonzero_m1 = 0xFFFFFFFFu;  // the smallest non-zero |x| pattern less one (row_blocks)
   float value(std::size_t b) const { return float_of(bits[b]); }
 };
+
+// Which elements a block amax reads: all of them (NaN dropped, or propagated where the options say), or
+// the finite ones (MX under NonFinite::propagate: NaN and infinities read as +0).
+enum class Reach : std::uint8_t { all, finite };
+// What a gathered band of block amaxes carries besides the maxima.
+struct Gather {
+  Reach reach = Reach::all;
+  bool smallest_nonzero = false;  // the band's smallest non-zero |x| pattern too (MX's exact-route test)
+};
+// Blocks of `rows` rows by `cols` columns, streamed one band of rows at a time (Streaming::banded).
+struct Band {
+  int rows = 1;
+  int cols = 1;
+  Gather gather{};
+};
+// The fp32 step between an element and its block's factor.
+enum class Step : std::uint8_t { multiply, divide };
 
 // The row kernels below are built for AVX-512, AVX2 and the baseline (the loader picks one for the CPU);
 // they are integer maxima, fp32 multiplications and divisions, each the same operation on every build.
@@ -202,7 +193,7 @@ LOWBIT_SCALE_CLONES void row_columns(const float* v, int n, std::uint32_t lim, s
   }
 }
 
-// out[c] = v[c] * f[c / bc], or v[c] / f[c / bc] with `divide` (row_multiply; mul_fixed: bc = BC).
+// out[c] = v[c] * f[c / bc], or v[c] / f[c / bc] for Step::divide (row_multiply; mul_fixed: bc = BC).
 template <int BC>
 [[gnu::always_inline]] inline void mul_fixed(const float* v, int n, const float* f, float* out) {
   int c0 = 0, blk = 0;
@@ -213,7 +204,8 @@ template <int BC>
   for (int c = c0; c < n; ++c) out[c] = v[c] * f[blk];
 }
 
-LOWBIT_SCALE_CLONES void row_multiply(const float* v, int n, int bc, const float* f, bool divide, float* out) {
+LOWBIT_SCALE_CLONES void row_multiply(const float* v, int n, int bc, const float* f, Step step, float* out) {
+  const bool divide = step == Step::divide;
   if (!divide) {
     if (bc == 16) return mul_fixed<16>(v, n, f, out);
     if (bc == 32) return mul_fixed<32>(v, n, f, out);
@@ -233,7 +225,7 @@ LOWBIT_SCALE_CLONES void row_multiply(const float* v, int n, int bc, const float
   }
 }
 
-BlockAmaxes block_amaxes(const Tensor& x, int br, int bc, bool finite_only) {
+BlockAmaxes block_amaxes(const Tensor& x, int br, int bc, Reach reach) {
   BlockAmaxes a;
   a.nbr = (x.rows + br - 1) / br;
   a.nbc = (x.cols + bc - 1) / bc;
@@ -241,7 +233,7 @@ BlockAmaxes block_amaxes(const Tensor& x, int br, int bc, bool finite_only) {
   a.bits.assign(blocks, 0);
   a.nan.assign(blocks, 0);
   a.nonfinite.assign(blocks, 0);
-  const std::uint32_t limit = finite_only ? 0x7F7FFFFFu : 0x7F800000u;
+  const std::uint32_t limit = reach == Reach::finite ? 0x7F7FFFFFu : 0x7F800000u;
   const std::size_t cols = static_cast<std::size_t>(x.cols);
   std::vector<std::uint32_t> acc_nan(bc == 1 ? cols : 0), acc_nonfinite(acc_nan.size());
   for (int r = 0; r < x.rows; ++r) {
@@ -274,9 +266,10 @@ BlockAmaxes block_amaxes(const Tensor& x, int br, int bc, bool finite_only) {
 }
 
 // The block amaxes of rows [r0, r1) alone (one row of blocks of r1 - r0 rows by bc columns), into a
-// (reused): that band's entries of block_amaxes(x, r1 - r0, bc, finite_only); with want_min also the band's
-// smallest non-zero |x| pattern.  Any bc >= 1 (the schemes with one block per column take block_amaxes).
-void band_amaxes(const Tensor& x, int r0, int r1, int bc, bool finite_only, bool want_min, BlockAmaxes& a) {
+// (reused): that band's entries of block_amaxes(x, r1 - r0, bc, g.reach); with g.smallest_nonzero also the
+// band's smallest non-zero |x| pattern.  Any bc >= 1 (the schemes with one block per column take
+// block_amaxes).
+void band_amaxes(const Tensor& x, int r0, int r1, int bc, const Gather& g, BlockAmaxes& a) {
   a.nbr = 1;
   a.nbc = (x.cols + bc - 1) / bc;
   const std::size_t n = static_cast<std::size_t>(a.nbc);
@@ -284,11 +277,11 @@ void band_amaxes(const Tensor& x, int r0, int r1, int bc, bool finite_only, bool
   a.nan.assign(n, 0);
   a.nonfinite.assign(n, 0);
   a.min_nonzero_m1 = 0xFFFFFFFFu;
-  const std::uint32_t limit = finite_only ? 0x7F7FFFFFu : 0x7F800000u;
+  const std::uint32_t limit = g.reach == Reach::finite ? 0x7F7FFFFFu : 0x7F800000u;
   for (int r = r0; r < r1; ++r) {
     const float* v = &x.data[static_cast<std::size_t>(r) * static_cast<std::size_t>(x.cols)];
     row_blocks(v, x.cols, bc, static_cast<std::int32_t>(limit), a.bits.data(), a.nan.data(), a.nonfinite.data(),
-               want_min ? &a.min_nonzero_m1 : nullptr);
+               g.smallest_nonzero ? &a.min_nonzero_m1 : nullptr);
   }
 }
 
@@ -331,18 +324,30 @@ template <MxRule R>
   return bad == 0;
 }
 
-// The codes of a row (see mx_codes_fixed); false when rceil's direct form does not cover the row, or for rne
-// without `e8m0` (the caller then converts the quotients and calls again with their codes).
-LOWBIT_SCALE_CLONES bool mx_row_codes(const std::uint32_t* amax, const std::uint8_t* nan, const std::uint8_t* nonfinite,
-                                      std::uint8_t on_nan, std::uint8_t on_nonfinite, const std::uint8_t* e8m0,
-                                      std::size_t n, MxRule rule, int emax, float elem_max, int mantissa_bits,
-                                      std::uint64_t* sc) {
-  auto fill = [&](auto r) {
-    return mx_codes_fixed<decltype(r)::value>(amax, nan, nonfinite, on_nan, on_nonfinite, e8m0, n, emax, elem_max,
-                                              mantissa_bits, sc);
+// Which blocks get the NaN scale whatever their amax (1: those holding a NaN; those holding NaN or Inf).
+struct MxForced {
+  std::uint8_t on_nan = 0;
+  std::uint8_t on_nonfinite = 0;
+};
+// The scale rule of a row and the element constants it reads.
+struct MxScaleRule {
+  MxRule rule = MxRule::floor;
+  int emax = 0;
+  float elem_max = 0.0f;
+  int mantissa_bits = 0;
+};
+
+// The codes of a row of n blocks from their amaxes t (see mx_codes_fixed); false when rceil's direct form
+// does not cover the row, or for rne without `e8m0` (the caller then converts the quotients and calls
+// again with their codes).
+LOWBIT_SCALE_CLONES bool mx_row_codes(const BlockAmaxes& t, MxForced forced, const std::uint8_t* e8m0, std::size_t n,
+                                      MxScaleRule r, std::uint64_t* sc) {
+  auto fill = [&](auto rule) {
+    return mx_codes_fixed<decltype(rule)::value>(t.bits.data(), t.nan.data(), t.nonfinite.data(), forced.on_nan,
+                                                 forced.on_nonfinite, e8m0, n, r.emax, r.elem_max, r.mantissa_bits, sc);
   };
   if (e8m0 != nullptr) return fill(std::integral_constant<MxRule, MxRule::rne>{});  // the codes given
-  switch (rule) {
+  switch (r.rule) {
     case MxRule::floor: return fill(std::integral_constant<MxRule, MxRule::floor>{});
     case MxRule::ceil: return fill(std::integral_constant<MxRule, MxRule::ceil>{});
     case MxRule::even: return fill(std::integral_constant<MxRule, MxRule::even>{});
@@ -358,6 +363,12 @@ struct MxRowSummary {
   bool nan_scale = false;
   bool nan_block = false;
   std::uint32_t e_max = 0;
+};
+// What the element pass of the current MX row needs: whether any block has the NaN scale, and whether the
+// row may hold elements the scaled pass cannot give (see Streaming::mx).
+struct MxRowState {
+  bool nan_scale = false;
+  bool special = false;
 };
 
 // Each block's element multiplier (rules::mx_multiplier) and the row's summary, in one loop without branches
@@ -378,7 +389,8 @@ LOWBIT_SCALE_CLONES MxRowSummary mx_row_multipliers(const std::uint64_t* __restr
 
 }  // namespace
 
-float amax(const float* v, std::size_t n, std::size_t stride, bool propagate_nan) {
+float amax(const float* v, std::size_t n, std::size_t stride, AmaxNan nan) {
+  const bool propagate_nan = nan == AmaxNan::propagate;
   float a = 0.0f;
   for (std::size_t i = 0; i < n; ++i) {
     const float x = std::fabs(v[i * stride]);
@@ -392,72 +404,13 @@ float amax(const float* v, std::size_t n, std::size_t stride, bool propagate_nan
 }
 
 // The rule itself lives in scale_rules.hpp, shared with the device quantizers.
-float scale_from_amax(float amax_in, float fp8_max, float eps, bool pow2, float value_for_inf) {
-  return rules::scale_from_amax(amax_in, fp8_max, eps, pow2, value_for_inf);
+float scale_from_amax(float amax_in, float fp8_max, float eps, ScaleFormat format, float value_for_inf) {
+  return rules::scale_from_amax(amax_in, fp8_max, eps, format, value_for_inf);
 }
 
 // The rule lives in scale_rules.hpp, shared with the device quantizers.
 std::uint64_t mx_scale(float a, const Format& element, MxRule rule) {
   return rules::mx_scale(a, emax_elem(element), max_of(element), element.mantissa_bits, rule);
-}
-
-const char* name(Scheme s) {
-  switch (s) {
-    case Scheme::tensor: return "tensor";
-    case Scheme::delayed: return "delayed";
-    case Scheme::channel: return "channel";
-    case Scheme::token: return "token";
-    case Scheme::block: return "block";
-    case Scheme::mx: return "mx";
-    case Scheme::nvfp4: return "nvfp4";
-    case Scheme::nvfp4_2d: return "nvfp4-2d";
-    case Scheme::nvfp4_1level: return "nvfp4-1level";
-  }
-  return "?";
-}
-
-std::optional<Scheme> parse_scheme(std::string_view s) {
-  for (Scheme v : {Scheme::tensor, Scheme::delayed, Scheme::channel, Scheme::token, Scheme::block, Scheme::mx,
-                   Scheme::nvfp4, Scheme::nvfp4_2d, Scheme::nvfp4_1level})
-    if (s == name(v)) return v;
-  return std::nullopt;
-}
-
-std::string normalize(Options& o) {
-  const bool nv = o.scheme == Scheme::nvfp4 || o.scheme == Scheme::nvfp4_2d || o.scheme == Scheme::nvfp4_1level;
-  if (!o.element) o.element = nv ? &formats::e2m1 : &formats::e4m3;
-  if (nv && o.element != &formats::e2m1) return "--element: NVFP4 elements are e2m1";
-  if (o.scheme == Scheme::mx) {
-    const Format* e = o.element;
-    if (e != &formats::e4m3 && e != &formats::e5m2 && e != &formats::e2m3 && e != &formats::e3m2 &&
-        e != &formats::e2m1 && e != &formats::int8 && e != &formats::int8sm)
-      return std::string("--element: MX elements are e4m3, e5m2, e2m3, e3m2, e2m1 or int8, not ") + e->name;
-    if (o.block == 0) o.block = 32;
-  }
-  if (o.element->storage_bits() > 8)
-    return std::string("--element: scheme elements are at most 8 bits, not ") + o.element->name;
-  if (o.scheme == Scheme::block && o.block == 0) o.block = 128;
-  if (nv) {
-    if (o.block == 0) o.block = 16;
-    if (o.block != 16) return "--block: NVFP4 blocks are 16 elements";
-    if (o.scheme == Scheme::nvfp4_2d) o.block_rows = 16;
-  }
-  if (o.block < 0 || o.block_rows < 0) return "--block: must be positive";
-  if (o.scale_format == ScaleFormat::ue8m0_packed && o.scheme != Scheme::block)
-    return "--scale-format: ue8m0-packed applies to the block schemes";
-  if (o.scale_format == ScaleFormat::pow2 && o.scheme != Scheme::block && o.scheme != Scheme::tensor &&
-      o.scheme != Scheme::channel && o.scheme != Scheme::token)
-    return "--scale-format: pow2 applies to tensor, channel, token and block schemes";
-  if (o.hadamard && !nv) return "--hadamard: applies to NVFP4";
-  if (o.variant == Variant::fast_math && !(o.scheme == Scheme::nvfp4 || o.scheme == Scheme::nvfp4_2d))
-    return "--variant fast-math: applies to two-level NVFP4";
-  if (o.variant == Variant::four_over_six || o.variant == Variant::four_over_six_mse) {
-    if (!(o.scheme == Scheme::nvfp4 || o.scheme == Scheme::nvfp4_2d))
-      return "--variant 4over6: applies to two-level NVFP4";
-    if (o.hadamard) return "--variant 4over6: not combined with --hadamard";
-    if (is_stochastic(o.element_policy.rounding)) return "--variant 4over6: not combined with stochastic rounding";
-  }
-  return "";
 }
 
 Tensor transpose(const Tensor& x) {
@@ -468,485 +421,561 @@ Tensor transpose(const Tensor& x) {
   return t;
 }
 
-Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std::uint32_t>* rbits,
-                   DelayedState* state) {
-  Options o = oin;
-  if (const std::string e = normalize(o); !e.empty()) throw std::invalid_argument(e);
-  const Format& el = *o.element;
-  const Policy& p = o.element_policy;
-  if (is_stochastic(p.rounding) && (!rbits || rbits->size() != xin.data.size()))
-    throw std::invalid_argument("stochastic rounding needs one random value per element");
-  auto rb = [&](std::size_t i) -> std::uint32_t { return rbits ? (*rbits)[i] : 0; };
-  Tensor transformed;
-  if (o.hadamard) transformed = hadamard_rows(xin);
-  const Tensor& x = o.hadamard ? transformed : xin;
-  const int R = x.rows, C = x.cols;
-  Quantized q;
-  q.scheme = o.scheme;
-  q.element = &el;
-  q.rows = R;
-  q.cols = C;
-  const float elem_max = max_of(el);
-  auto at = [&](int r, int c) { return x.data[static_cast<std::size_t>(r) * C + c]; };
-  auto idx = [&](int r, int c) { return static_cast<std::size_t>(r) * C + c; };
-  // The codes grow row by row as rows are written (every writer of row r calls grow_to(r) first; the end of
-  // quantize sizes them in full): a vector sized at once writes zeros over the whole tensor's codes before
-  // the conversions write them again, a second pass over 16 MiB for a 4096 x 4096 tensor, where growing
-  // by a row zeroes bytes that are in cache when the conversion overwrites them.
-  q.codes.reserve(x.data.size());
-  auto grow_to = [&](int r) {
-    if (q.codes.size() < idx(r + 1, 0)) q.codes.resize(idx(r + 1, 0));
-  };
-  auto block_amax = [&](int r0, int r1, int c0, int c1, bool finite_only) {
+namespace {
+// 16x16 Sylvester Hadamard matrix entry: (-1)^popcount(i & j).
+int hadamard16(int i, int j) { return (std::popcount(static_cast<unsigned>(i & j)) & 1) ? -1 : 1; }
+// TE's fixed sign vector for the random Hadamard transform (docs/semantics.md §4).
+constexpr int k_rht_signs[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
+}  // namespace
+
+// hadamard_rows (scale.hpp): y = x diag(s) H / 4 on each whole 16-element row group.  The sum of sixteen
+// ±x_i is formed exactly in f64 (every partial sum of sixteen f32 values is exact there) and rounded once
+// to f32.  TE computes it with
+// a bf16 tensor-core GEMM; this project does not claim bit equality with that kernel.
+Tensor hadamard_rows(const Tensor& x) {
+  Tensor y = x;
+  for (int r = 0; r < x.rows; ++r)
+    for (int c0 = 0; c0 + 16 <= x.cols; c0 += 16)
+      for (int j = 0; j < 16; ++j) {
+        double s = 0;
+        for (int i = 0; i < 16; ++i)
+          s += static_cast<double>(x.data[static_cast<std::size_t>(r) * x.cols + c0 + i]) * k_rht_signs[i] *
+               hadamard16(i, j);
+        y.data[static_cast<std::size_t>(r) * x.cols + c0 + j] = static_cast<float>(s * 0.25);
+      }
+  return y;
+}
+
+namespace {
+
+// ---- the fast path, one class per call ----------------------------------------------------------------
+// Streaming quantizes each element by its block's multiplier exactly as quantize_reference() does (one
+// fp32 operation) inside the batch conversion (ScaledBatch, or a row buffer and convert_batch), which
+// equals the scalar conversion bit for bit for every policy (batch.hpp), stochastic rounding included
+// with the element's random value.  Block maxima come from bit patterns in one SIMD pass, a band of rows
+// is gathered while the previous one converts; conformance/scale/test_oracle.cpp proves the result equal
+// to quantize_reference() under every SIMD target.  One member function per scheme family.
+class Streaming {
+ public:
+  Streaming(const Tensor& x, const Options& o, const std::vector<std::uint32_t>* rbits, Quantized& q)
+      : x_(x),
+        o_(o),
+        el_(*o.element),
+        p_(o.element_policy),
+        q_(q),
+        R_(x.rows),
+        C_(x.cols),
+        any_(x.rows > 0 && x.cols > 0),
+        elem_max_(max_of(*o.element)),
+        rptr_(rbits ? rbits->data() : nullptr),
+        buf_(static_cast<std::size_t>(x.cols)),
+        scaled_(*o.element, o.element_policy) {
+    // The codes grow row by row as rows are written (every writer of row r calls grow_to(r) first;
+    // quantize() sizes them in full at the end): a vector sized at once writes zeros over the whole
+    // tensor's codes before the conversions write them again, a second pass over 16 MiB for a 4096 x 4096
+    // tensor, where growing by a row zeroes bytes that are in cache when the conversion overwrites them.
+    q_.codes.reserve(x.data.size());
+  }
+
+  void current();
+  void delayed(DelayedState& st);
+  void mx();
+  void nvfp4();
+  void nvfp4_1level();
+
+ private:
+  float at(int r, int c) const { return x_.data[idx(r, c)]; }
+  std::size_t idx(int r, int c) const { return static_cast<std::size_t>(r) * C_ + c; }
+  std::uint32_t rb(std::size_t i) const { return rptr_ ? rptr_[i] : 0; }
+  const std::uint32_t* rbits_at(std::size_t i) const { return rptr_ ? rptr_ + i : nullptr; }
+  void grow_to(int r) {
+    if (q_.codes.size() < idx(r + 1, 0)) q_.codes.resize(idx(r + 1, 0));
+  }
+
+  // fmaxf over |x| of a block, as quantize_reference() takes it: what a NaN block's amax is when NaN
+  // propagates (the one-pass maxima ignore NaN).
+  float block_amax(int r0, int r1, int c0, int c1, Reach reach) const {
     float a = 0.0f;
     for (int r = r0; r < r1; ++r)
       for (int c = c0; c < c1; ++c) {
         const float v = std::fabs(at(r, c));
         if (std::isnan(v)) {
-          if (o.amax_propagates_nan && !finite_only) return v;
+          if (o_.amax_propagates_nan && reach == Reach::all) return v;
           continue;
         }
-        if (finite_only && std::isinf(v)) continue;
+        if (reach == Reach::finite && std::isinf(v)) continue;
         a = std::fmax(a, v);
       }
     return a;
-  };
+  }
   // The amax of block b from a one-pass table; a propagating amax over a block with a NaN asks
   // block_amax, which returns that NaN.
-  auto amax_of = [&](const BlockAmaxes& t, std::size_t b, int r0, int r1, int c0, int c1, bool finite_only) {
-    if (t.nan[b] && o.amax_propagates_nan && !finite_only) return block_amax(r0, r1, c0, c1, false);
+  float amax_of(const BlockAmaxes& t, std::size_t b, int r0, int r1, int c0, int c1, Reach reach) const {
+    if (t.nan[b] && o_.amax_propagates_nan && reach == Reach::all) return block_amax(r0, r1, c0, c1, Reach::all);
     return t.value(b);
-  };
-  const bool any = R > 0 && C > 0;
-  const std::uint32_t* rptr = rbits ? rbits->data() : nullptr;
-  std::vector<float> buf(static_cast<std::size_t>(C));
-  // Row r's elements into codes through the batch path.  Row r + 1 is asked for first: the conversion
+  }
+
+  // Row r's elements (buf_) into codes through the batch path.  Row r + 1 is asked for first: the conversion
   // loads nothing of x, so its lines arrive while the conversion runs instead of stalling the next pass.
-  auto convert_row = [&](int r) {
-    if (r + 1 < R) prefetch_span(&x.data[idx(r + 1, 0)], C, x.data.data() + x.data.size());
+  void convert_row(int r) {
+    if (r + 1 < R_) prefetch_span(&x_.data[idx(r + 1, 0)], C_, x_.data.data() + x_.data.size());
     grow_to(r);
-    to_elements(buf.data(), static_cast<std::size_t>(C), el, p, rptr ? rptr + idx(r, 0) : nullptr, &q.codes[idx(r, 0)]);
-  };
+    to_elements(buf_.data(), static_cast<std::size_t>(C_), el_, p_, rbits_at(idx(r, 0)), &q_.codes[idx(r, 0)]);
+  }
   // Row r's codes of fp32(x * mult[c / block]) in one pass (ScaledBatch: the multiplication inside the
   // batch conversion, NaN multipliers giving their own NaN; its loop asks for the input 2 KiB ahead, into
   // the next row).
-  const ScaledBatch scaled(el, p);
-  auto scaled_row = [&](int r, const float* mult, int block) {
+  void scaled_row(int r, const float* mult, int block) {
     grow_to(r);
-    scaled.run(&x.data[idx(r, 0)], static_cast<std::size_t>(C), mult, static_cast<std::size_t>(block),
-               &q.codes[idx(r, 0)], rptr ? rptr + idx(r, 0) : nullptr);
-  };
-  // Every element times (or, with `divide`, over) its block's factor f[(r / br) * nbc + c / bc], then
-  // into codes: the fp32 operation each scheme specifies, then the element conversion.  A NaN factor
-  // gives its own NaN whatever the element (the product of two NaNs is the factor's, as the scalar
-  // loop this replaces computed it).
-  auto convert_rows = [&](int br, int bc, int nbc, const std::vector<float>& f, bool divide) {
-    if (!divide) {
-      for (int r = 0; r < R; ++r) scaled_row(r, &f[static_cast<std::size_t>(r / br) * static_cast<std::size_t>(nbc)], bc);
-      return;
-    }
-    // Division (nvfp4-1level): a row of quotients, then the batch conversion.
-    for (int r = 0; r < R; ++r) {
-      row_multiply(&x.data[idx(r, 0)], C, bc, &f[static_cast<std::size_t>(r / br) * static_cast<std::size_t>(nbc)],
-                   true, buf.data());
+    scaled_.run(&x_.data[idx(r, 0)], static_cast<std::size_t>(C_), mult, static_cast<std::size_t>(block),
+                &q_.codes[idx(r, 0)], rbits_at(idx(r, 0)));
+  }
+  // Every element times (or over) its block's factor f[(r / br) * nbc + c / bc], then into codes: the fp32
+  // operation each scheme specifies, then the element conversion.  A NaN factor gives its own NaN whatever
+  // the element (the product of two NaNs is the factor's, as the reference computes it).
+  void convert_rows(int br, int bc, int nbc, const std::vector<float>& f, Step step) {
+    for (int r = 0; r < R_; ++r) {
+      const float* factors = &f[static_cast<std::size_t>(r / br) * static_cast<std::size_t>(nbc)];
+      if (step == Step::multiply) {
+        scaled_row(r, factors, bc);
+        continue;
+      }
+      row_multiply(&x_.data[idx(r, 0)], C_, bc, factors, Step::divide, buf_.data());  // nvfp4-1level
       convert_row(r);
     }
-  };
+  }
 
-  // One pass for blocks of br rows by bc columns (bc >= 1; MX may have blocks of 1): band k's block amaxes
-  // are gathered while band k - 1 is converted, chunk by chunk, so that reading the next rows from memory
-  // overlaps the conversion of rows already in cache (one stream over the input instead of an amax pass and
-  // a conversion pass per band; for br = R, the tensor scheme, it is those two passes).  The conversion of
-  // each chunk asks for the next chunk to be gathered, one cache line per vector it converts (a burst of
-  // requests before each gather stalled on the core's outstanding-miss limit instead).  band_mults(r0, r1, t)
-  // returns the multipliers of band [r0, r1) (one per block) from its amaxes t and records its scales;
-  // after_row(r) runs once row r's codes are written.  want_min: the amaxes carry the band's smallest
-  // non-zero |x| too.
-  auto banded = [&](int br, int bc, bool finite_only, bool want_min, auto&& band_mults, auto&& after_row) {
-    const std::int32_t lim = finite_only ? 0x7F7FFFFF : 0x7F800000;
-    const int chunk = chunk_of(bc, C);
-    BlockAmaxes cur, next;
-    band_amaxes(x, 0, std::min(R, br), bc, finite_only, want_min, cur);
-    for (int r0 = 0; r0 < R; r0 += br) {
-      const int r1 = std::min(R, r0 + br);
-      const float* mult = band_mults(r0, r1, cur);
-      if (r1 < R) {
-        next.nbr = 1;
-        next.nbc = cur.nbc;
-        next.bits.assign(cur.bits.size(), 0);
-        next.nan.assign(cur.nan.size(), 0);
-        next.nonfinite.assign(cur.nonfinite.size(), 0);
-        next.min_nonzero_m1 = 0xFFFFFFFFu;
-      }
-      for (int r = r0; r < r1; ++r) {
-        const int ra = r + br;  // the row of the next band gathered meanwhile
-        grow_to(r);
-        for (int c0 = 0; c0 < C; c0 += chunk) {
-          const int len = std::min(chunk, C - c0);
-          const auto blk = static_cast<std::size_t>(c0 / bc);
-          const float* ahead = nullptr;
-          if (ra < R) {
-            const float* g = &x.data[idx(ra, c0)];
-            row_blocks(g, len, bc, lim, &next.bits[blk], &next.nan[blk], &next.nonfinite[blk],
-                       want_min ? &next.min_nonzero_m1 : nullptr);
-            ahead = g + len;  // the next chunk gathered (rows are contiguous)
-          }
-          scaled.run(&x.data[idx(r, c0)], static_cast<std::size_t>(len), mult + blk, static_cast<std::size_t>(bc),
-                     &q.codes[idx(r, c0)], rptr ? rptr + idx(r, c0) : nullptr, ahead);
-        }
-        after_row(r);
-      }
-      std::swap(cur, next);
-    }
-  };
+  template <class BandMults, class AfterRow>
+  void banded(const Band& band, BandMults&& band_mults, AfterRow&& after_row);
 
-  switch (o.scheme) {
-    case Scheme::tensor:
-    case Scheme::channel:
-    case Scheme::token:
-    case Scheme::block: {
-      // TE compute_scale_from_amax per tensor / column / row / block.  Blocks (TE Float8BlockScaling):
-      // value_for_inf is the input type's max (FLT_MAX).
-      int br = R, bc = C;
-      if (o.scheme == Scheme::channel) bc = 1;
-      if (o.scheme == Scheme::token) br = 1;
-      if (o.scheme == Scheme::block) {
-        bc = o.block;
-        br = o.block_rows > 0 ? o.block_rows : 1;
-      }
-      br = std::max(br, 1);
-      bc = std::max(bc, 1);
-      q.block_rows = br;
-      q.block_cols = bc;
-      const bool packed = o.scale_format == ScaleFormat::ue8m0_packed;
-      q.scale_format = packed ? &formats::e8m0 : &formats::f32;
-      // The multiplier of a block with amax a, and its scale code into q.scales.
-      auto block_scale = [&](float a) {
-        float s = 0;
-        std::uint64_t scale_code = 0;
-        if (packed) {
-          // DeepGEMM's sm_100 path: sf = fp32(max(amax, 1e-4) / max), rounded up to a power of two
-          // (ceil_to_ue8m0); elements x * fp32(1 / sf).
-          scale_code = rules::packed_block_scale(a, elem_max, s);
-        } else {
-          s = scale_from_amax(a, elem_max, o.eps, o.scale_format == ScaleFormat::pow2, FLT_MAX);
-          scale_code = bits_of(1.0f / s);
+  void mx_elements(int r, const std::vector<float>& mults, std::size_t first, const MxRowState& row);
+  void four_over_six(const BlockAmaxes& t, int br, float global, float s_enc, float s_dec);
+
+  const Tensor& x_;
+  const Options& o_;
+  const Format& el_;
+  const Policy& p_;
+  Quantized& q_;
+  const int R_, C_;
+  const bool any_;
+  const float elem_max_;
+  const std::uint32_t* rptr_;
+  std::vector<float> buf_;
+  std::vector<int> fix_;  // columns of the current MX row that take the scalar path after the batch
+  const ScaledBatch scaled_;
+};
+
+// One pass for blocks of band.rows rows by band.cols columns (cols >= 1; MX may have blocks of 1): band
+// k's block amaxes are gathered while band k - 1 is converted, chunk by chunk, so that reading the next rows
+// from memory overlaps the conversion of rows already in cache (one stream over the input instead of an
+// amax pass and a conversion pass per band; for rows = R, the tensor scheme, it is those two passes).  The
+// conversion of each chunk asks for the next chunk to be gathered, one cache line per vector it converts (a
+// burst of requests before each gather stalled on the core's outstanding-miss limit instead).
+// band_mults(r0, r1, t) returns the multipliers of band [r0, r1) (one per block) from its amaxes t and
+// records its scales; after_row(r) runs once row r's codes are written.
+template <class BandMults, class AfterRow>
+void Streaming::banded(const Band& band, BandMults&& band_mults, AfterRow&& after_row) {
+  const int br = band.rows, bc = band.cols;
+  const std::int32_t lim = band.gather.reach == Reach::finite ? 0x7F7FFFFF : 0x7F800000;
+  const bool want_min = band.gather.smallest_nonzero;
+  const int chunk = chunk_of(bc, C_);
+  BlockAmaxes cur, next;
+  band_amaxes(x_, 0, std::min(R_, br), bc, band.gather, cur);
+  for (int r0 = 0; r0 < R_; r0 += br) {
+    const int r1 = std::min(R_, r0 + br);
+    const float* mult = band_mults(r0, r1, cur);
+    if (r1 < R_) {
+      next.nbr = 1;
+      next.nbc = cur.nbc;
+      next.bits.assign(cur.bits.size(), 0);
+      next.nan.assign(cur.nan.size(), 0);
+      next.nonfinite.assign(cur.nonfinite.size(), 0);
+      next.min_nonzero_m1 = 0xFFFFFFFFu;
+    }
+    for (int r = r0; r < r1; ++r) {
+      const int ra = r + br;  // the row of the next band gathered meanwhile
+      grow_to(r);
+      for (int c0 = 0; c0 < C_; c0 += chunk) {
+        const int len = std::min(chunk, C_ - c0);
+        const auto blk = static_cast<std::size_t>(c0 / bc);
+        const float* ahead = nullptr;
+        if (ra < R_) {
+          const float* g = &x_.data[idx(ra, c0)];
+          row_blocks(g, len, bc, lim, &next.bits[blk], &next.nan[blk], &next.nonfinite[blk],
+                     want_min ? &next.min_nonzero_m1 : nullptr);
+          ahead = g + len;  // the next chunk gathered (rows are contiguous)
         }
-        q.scales.push_back(scale_code);
-        return s;
-      };
-      if (any && bc > 1) {
-        std::vector<float> mult;
-        banded(
-            br, bc, false, false,
-            [&](int r0, int r1, const BlockAmaxes& t) {
-              mult.clear();
-              for (int c0 = 0, blk = 0; c0 < C; c0 += bc, ++blk)
-                mult.push_back(
-                    block_scale(amax_of(t, static_cast<std::size_t>(blk), r0, r1, c0, std::min(C, c0 + bc), false)));
-              return mult.data();
-            },
-            [](int) {});
-      } else {
-        const BlockAmaxes t = any ? block_amaxes(x, br, bc, false) : BlockAmaxes{};
-        std::vector<float> mult;
-        for (int r0 = 0; r0 < std::max(R, 1); r0 += br)
-          for (int c0 = 0; c0 < std::max(C, 1); c0 += bc) {
-            const int r1 = std::min(R, r0 + br), c1 = std::min(C, c0 + bc);
-            const float a = any ? amax_of(t, static_cast<std::size_t>(r0 / br) * t.nbc + c0 / bc, r0, r1, c0, c1, false)
-                                : block_amax(r0, r1, c0, c1, false);
-            mult.push_back(block_scale(a));
-          }
-        if (any) convert_rows(br, bc, t.nbc, mult, false);
+        scaled_.run(&x_.data[idx(r, c0)], static_cast<std::size_t>(len), mult + blk, static_cast<std::size_t>(bc),
+                    &q_.codes[idx(r, c0)], rbits_at(idx(r, c0)), ahead);
       }
-      if (packed)
-        for (std::size_t i = 0; i < q.scales.size(); i += 4) {
-          std::uint32_t w = 0;
-          for (std::size_t k = 0; k < 4 && i + k < q.scales.size(); ++k)
-            w |= static_cast<std::uint32_t>(q.scales[i + k]) << (8 * k);
-          q.packed_scales.push_back(w);
+      after_row(r);
+    }
+    std::swap(cur, next);
+  }
+}
+
+// tensor, channel, token, block: TE compute_scale_from_amax per tensor / column / row / block.  Blocks
+// (TE Float8BlockScaling): value_for_inf is the input type's max (FLT_MAX).
+void Streaming::current() {
+  const SchemeRow& row = scheme_row(o_.scheme);
+  const int br = block_size(row.block_rows, R_, o_.block_rows);
+  const int bc = block_size(row.block_cols, C_, o_.block);
+  q_.block_rows = br;
+  q_.block_cols = bc;
+  const bool packed = o_.scale_format == ScaleFormat::ue8m0_packed;
+  q_.scale_format = packed ? &formats::e8m0 : &formats::f32;
+  // The multiplier of a block with amax a, and its scale code into q.scales.
+  auto block_scale = [&](float a) {
+    float s = 0;
+    std::uint64_t scale_code = 0;
+    if (packed) {
+      // DeepGEMM's sm_100 path: sf = fp32(max(amax, 1e-4) / max), rounded up to a power of two
+      // (ceil_to_ue8m0); elements x * fp32(1 / sf).
+      scale_code = rules::packed_block_scale(a, elem_max_, s);
+    } else {
+      s = rules::scale_from_amax(a, elem_max_, o_.eps, o_.scale_format, FLT_MAX);
+      scale_code = bits_of(1.0f / s);
+    }
+    q_.scales.push_back(scale_code);
+    return s;
+  };
+  if (any_ && bc > 1) {
+    std::vector<float> mult;
+    banded(
+        Band{.rows = br, .cols = bc},
+        [&](int r0, int r1, const BlockAmaxes& t) {
+          mult.clear();
+          for (int c0 = 0, blk = 0; c0 < C_; c0 += bc, ++blk)
+            mult.push_back(
+                block_scale(amax_of(t, static_cast<std::size_t>(blk), r0, r1, c0, std::min(C_, c0 + bc), Reach::all)));
+          return mult.data();
+        },
+        [](int) {});
+  } else {
+    const BlockAmaxes t = any_ ? block_amaxes(x_, br, bc, Reach::all) : BlockAmaxes{};
+    std::vector<float> mult;
+    for (int r0 = 0; r0 < std::max(R_, 1); r0 += br)
+      for (int c0 = 0; c0 < std::max(C_, 1); c0 += bc) {
+        const int r1 = std::min(R_, r0 + br), c1 = std::min(C_, c0 + bc);
+        const float a =
+            any_ ? amax_of(t, static_cast<std::size_t>(r0 / br) * t.nbc + c0 / bc, r0, r1, c0, c1, Reach::all)
+                 : block_amax(r0, r1, c0, c1, Reach::all);
+        mult.push_back(block_scale(a));
+      }
+    if (any_) convert_rows(br, bc, t.nbc, mult, Step::multiply);
+  }
+  if (packed)
+    for (std::size_t i = 0; i < q_.scales.size(); i += 4) {
+      std::uint32_t w = 0;
+      for (std::size_t k = 0; k < 4 && i + k < q_.scales.size(); ++k)
+        w |= static_cast<std::uint32_t>(q_.scales[i + k]) << (8 * k);
+      q_.packed_scales.push_back(w);
+    }
+}
+
+// TE delayed scaling: quantize with the current scale, record this tensor's amax in slot 0, then update the
+// scale from the history and roll it (delayed_scaling.cu).
+void Streaming::delayed(DelayedState& st) {
+  if (st.history.empty()) st.history.assign(1024, 0.0f);
+  const float s = st.scale;
+  q_.block_rows = std::max(R_, 1);
+  q_.block_cols = std::max(C_, 1);
+  q_.scale_format = &formats::f32;
+  q_.scales.push_back(bits_of(1.0f / s));
+  float tensor_amax = 0.0f;
+  if (any_) {
+    convert_rows(R_, C_, 1, std::vector<float>{s}, Step::multiply);
+    tensor_amax = amax_of(block_amaxes(x_, R_, C_, Reach::all), 0, 0, R_, 0, C_, Reach::all);
+  }
+  st.history[0] = rules::fmax_nan_drop(st.history[0], tensor_amax);  // a signaling NaN too
+  float a = st.history[0];
+  if (st.max_algorithm) {
+    a = 0.0f;
+    for (float h : st.history) a = rules::fmax_nan_drop(a, h);  // fmaxf: NaN entries ignored, Inf kept
+  }
+  const float scaled_max = elem_max_ * std::ldexp(1.0f, -st.margin);
+  if (std::isfinite(a) && a > 0.0f) {
+    float ns = scaled_max / a;
+    if (std::isinf(ns)) ns = FLT_MAX;
+    st.scale = ns;
+  }
+  std::vector<float> rolled(st.history.size());
+  for (std::size_t i = 0; i + 1 < st.history.size(); ++i) rolled[i] = st.history[i + 1];
+  rolled.back() = st.history[0];
+  rolled[0] = 0.0f;
+  st.history = rolled;
+}
+
+// OCP MX, one row of blocks at a time: the scales of the row (mx_row_codes, through the batch conversion
+// for rceil / rne where the direct form does not cover the row), their multipliers, the row's elements in
+// one scaled pass, then what the pass cannot give (mx_elements).
+void Streaming::mx() {
+  q_.block_rows = 1;
+  q_.block_cols = o_.block;
+  q_.scale_format = &formats::e8m0;
+  if (!any_) return;
+  const Reach reach = o_.nonfinite == NonFinite::propagate ? Reach::finite : Reach::all;
+  const bool fp32_multiply = o_.mx_rule == MxRule::rceil || o_.mx_rule == MxRule::rne;
+  const int nbc = (C_ + o_.block - 1) / o_.block;
+  const int emax = emax_elem(el_);
+  const int mantissa_bits = el_.mantissa_bits;
+  std::vector<float> mults(static_cast<std::size_t>(nbc));
+  q_.scales.reserve(static_cast<std::size_t>(R_) * static_cast<std::size_t>(nbc));
+  std::size_t first = 0;  // the current row's first scale
+  // rceil / rne: rules::mx_scale's conversion, prepared once.
+  std::vector<float> descale(fp32_multiply ? static_cast<std::size_t>(nbc) : 0);
+  std::vector<std::uint8_t> e8m0_codes(descale.size());
+  const float inv_elem_max = 1.0f / elem_max_;
+  const float one = 1.0f;
+  std::unique_ptr<ScaledBatch> to_e8m0;
+  if (fp32_multiply) {
+    Policy sp;
+    sp.rounding = o_.mx_rule == MxRule::rceil ? Rounding::rup : Rounding::rne;
+    sp.overflow = Overflow::satfinite;
+    sp.quirks.unsigned_negative = UnsignedNegative::magnitude;
+    to_e8m0 = std::make_unique<ScaledBatch>(formats::e8m0, sp);
+  }
+  MxRowState row;
+  banded(
+      Band{.rows = 1, .cols = o_.block, .gather = {.reach = reach, .smallest_nonzero = !fp32_multiply}},
+      [&](int, int, const BlockAmaxes& t) {
+        first = q_.scales.size();
+        q_.scales.resize(first + static_cast<std::size_t>(nbc));
+        std::uint64_t* sc = &q_.scales[first];
+        const auto n = static_cast<std::size_t>(nbc);
+        // Blocks whose scale is NaN whatever their amax (mx_row_codes): a NaN amax where NaN propagates,
+        // and blocks holding NaN or Inf under scale-nan.
+        const MxForced forced{.on_nan = static_cast<std::uint8_t>(o_.amax_propagates_nan && reach == Reach::all),
+                              .on_nonfinite = static_cast<std::uint8_t>(o_.nonfinite == NonFinite::scale_nan)};
+        const MxScaleRule rule{.rule = o_.mx_rule, .emax = emax, .elem_max = elem_max_, .mantissa_bits = mantissa_bits};
+        // rceil / rne: rules::mx_scale is one conversion of a * fp32(1 / elem_max) into e8m0; the row's blocks
+        // go through the batch path together unless mx_row_codes' direct form (rceil) covers every block.
+        if (!mx_row_codes(t, forced, nullptr, n, rule, sc)) {
+          for (std::size_t k = 0; k < n; ++k) descale[k] = t.value(k) * inv_elem_max;
+          to_e8m0->run(descale.data(), n, &one, n, e8m0_codes.data(), nullptr);
+          mx_row_codes(t, forced, e8m0_codes.data(), n, rule, sc);
         }
-      break;
-    }
-    case Scheme::delayed: {
-      // TE delayed scaling: quantize with the current scale, record this tensor's amax in slot 0, then
-      // update the scale from the history and roll it (delayed_scaling.cu).
-      DelayedState local;
-      DelayedState& st = state ? *state : local;
-      if (st.history.empty()) st.history.assign(1024, 0.0f);
-      const float s = st.scale;
-      q.block_rows = std::max(R, 1);
-      q.block_cols = std::max(C, 1);
-      q.scale_format = &formats::f32;
-      q.scales.push_back(bits_of(1.0f / s));
-      float tensor_amax = 0.0f;
-      if (any) {
-        convert_rows(R, C, 1, std::vector<float>{s}, false);
-        tensor_amax = amax_of(block_amaxes(x, R, C, false), 0, 0, R, 0, C, false);
-      }
-      st.history[0] = rules::fmax_nan_drop(st.history[0], tensor_amax);  // a signaling NaN too
-      float a = st.history[0];
-      if (st.max_algorithm) {
-        a = 0.0f;
-        for (float h : st.history) a = rules::fmax_nan_drop(a, h);  // fmaxf: NaN entries ignored, Inf kept
-      }
-      const float scaled_max = elem_max * std::ldexp(1.0f, -st.margin);
-      if (std::isfinite(a) && a > 0.0f) {
-        float ns = scaled_max / a;
-        if (std::isinf(ns)) ns = FLT_MAX;
-        st.scale = ns;
-      }
-      std::vector<float> rolled(st.history.size());
-      for (std::size_t i = 0; i + 1 < st.history.size(); ++i) rolled[i] = st.history[i + 1];
-      rolled.back() = st.history[0];
-      rolled[0] = 0.0f;
-      st.history = rolled;
-      break;
-    }
-    case Scheme::mx: {
-      q.block_rows = 1;
-      q.block_cols = o.block;
-      q.scale_format = &formats::e8m0;
-      if (!any) break;
-      const Unpacked nan_in = unpack(formats::f32, 0x7FC00000u);
-      const bool finite_only = o.nonfinite == NonFinite::propagate;
-      const bool fp32_multiply = o.mx_rule == MxRule::rceil || o.mx_rule == MxRule::rne;
-      const int nbc = (C + o.block - 1) / o.block;
-      const int emax = emax_elem(el);
-      const int mantissa_bits = el.mantissa_bits;
-      std::vector<int> fix;  // columns of this row that take the scalar path after the batch
-      std::vector<float> mults(static_cast<std::size_t>(nbc));
-      q.scales.reserve(static_cast<std::size_t>(R) * static_cast<std::size_t>(nbc));
-      std::size_t first = 0;  // the current row's first scale
-      // rceil / rne: rules::mx_scale's conversion, prepared once.
-      std::vector<float> descale(fp32_multiply ? static_cast<std::size_t>(nbc) : 0);
-      std::vector<std::uint8_t> e8m0_codes(descale.size());
-      const float inv_elem_max = 1.0f / elem_max;
-      const float one = 1.0f;
-      std::unique_ptr<ScaledBatch> to_e8m0;
-      if (fp32_multiply) {
-        Policy sp;
-        sp.rounding = o.mx_rule == MxRule::rceil ? Rounding::rup : Rounding::rne;
-        sp.overflow = Overflow::satfinite;
-        sp.quirks.unsigned_negative = UnsignedNegative::magnitude;
-        to_e8m0 = std::make_unique<ScaledBatch>(formats::e8m0, sp);
-      }
-      bool nan_scale = false;
-      // The OCP rules divide by the power of two exactly: the same fp32 multiplication whenever its result
-      // is a normal number (or the input is zero or infinite); the rest take the exact scalar route, and a
-      // NaN input stays itself.  A row that may hold such an element is done again through a row of products
-      // (rare; doing it again where nothing needed it gives the same codes).  Which rows: y = v * 2^(127 - e)
-      // cannot overflow (the scale comes from the block's amax, and e >= the floor rule's e), so y is not
-      // normal only for a NaN v (the block's NaN flag), a NaN scale (its multiplier is 0), or a non-zero
-      // |v| < 2^(e - 253); the row's smallest non-zero |v| against its largest e decides the last.
-      bool row_special = false;
-      banded(
-          1, o.block, finite_only, !fp32_multiply,
-          [&](int, int, const BlockAmaxes& t) {
-            first = q.scales.size();
-            q.scales.resize(first + static_cast<std::size_t>(nbc));
-            std::uint64_t* sc = &q.scales[first];
-            const auto n = static_cast<std::size_t>(nbc);
-            // Blocks whose scale is NaN whatever their amax (mx_row_codes): a NaN amax where NaN propagates,
-            // and blocks holding NaN or Inf under scale-nan.
-            const std::uint8_t on_nan = o.amax_propagates_nan && !finite_only ? 1 : 0;
-            const std::uint8_t on_nonfinite = o.nonfinite == NonFinite::scale_nan ? 1 : 0;
-            // rceil / rne: rules::mx_scale is one conversion of a * fp32(1 / elem_max) into e8m0; the row's blocks
-            // go through the batch path together unless mx_row_codes' direct form (rceil) covers every block.
-            if (!mx_row_codes(t.bits.data(), t.nan.data(), t.nonfinite.data(), on_nan, on_nonfinite, nullptr, n,
-                              o.mx_rule, emax, elem_max, mantissa_bits, sc)) {
-              for (std::size_t k = 0; k < n; ++k) descale[k] = t.value(k) * inv_elem_max;
-              to_e8m0->run(descale.data(), n, &one, n, e8m0_codes.data(), nullptr);
-              mx_row_codes(t.bits.data(), t.nan.data(), t.nonfinite.data(), on_nan, on_nonfinite, e8m0_codes.data(), n,
-                           o.mx_rule, emax, elem_max, mantissa_bits, sc);
-            }
-            // x * 2^(127 - e) as TE and torchao form it: e = 254 gives the f32 subnormal 2^-127.
-            const MxRowSummary row = mx_row_multipliers(sc, t.nan.data(), n, mults.data());
-            nan_scale = row.nan_scale;
-            if (!fp32_multiply) {
-              // 2^(e_max - 253) as an f32 pattern (0 below the smallest subnormal: no non-zero |v| lies under it).
-              const int te = static_cast<int>(row.e_max) - 253;
-              const std::uint32_t below = te >= -126 ? static_cast<std::uint32_t>(te + 127) << 23
-                                          : te >= -149 ? 1u << (te + 149)
-                                                       : 0u;
-              row_special = nan_scale || row.nan_block || (below != 0 && t.min_nonzero_m1 < below - 1);
-            }
-            return mults.data();
-          },
-          [&](int r) {
-            fix.clear();
-            if (row_special) {
-              row_multiply(&x.data[idx(r, 0)], C, o.block, mults.data(), false, buf.data());
-              for (int c0 = 0, blk = 0; c0 < C; c0 += o.block, ++blk) {
-                if (q.scales[first + static_cast<std::size_t>(blk)] == 0xFF) continue;
-                for (int c = c0; c < std::min(C, c0 + o.block); ++c) {
-                  const float v = at(r, c);
-                  const float y = buf[static_cast<std::size_t>(c)];
-                  if (std::isnan(v)) buf[static_cast<std::size_t>(c)] = v;
-                  else if (rules::mx_needs_exact(v, y)) fix.push_back(c);
-                }
-              }
-              convert_row(r);
-            }
-            if (nan_scale)
-              for (int c0 = 0, blk = 0; c0 < C; c0 += o.block, ++blk) {
-                if (q.scales[first + static_cast<std::size_t>(blk)] != 0xFF) continue;
-                for (int c = c0; c < std::min(C, c0 + o.block); ++c)
-                  q.codes[idx(r, c)] = static_cast<std::uint8_t>(round_to(el, nan_in, p, rb(idx(r, c))).code);
-              }
-            for (int c : fix) {
-              const int se = static_cast<int>(q.scales[first + static_cast<std::size_t>(c / o.block)]) - 127;
-              q.codes[idx(r, c)] = static_cast<std::uint8_t>(to_element_scaled(at(r, c), se, el, p, rb(idx(r, c))));
-            }
-          });
-      break;
-    }
-    case Scheme::nvfp4:
-    case Scheme::nvfp4_2d: {
-      // TE core_nvfp4.cuh / quantize_transpose_nvfp4.cuh, docs/semantics.md §4 steps 1-7.
-      const bool four_six = o.variant == Variant::four_over_six || o.variant == Variant::four_over_six_mse;
-      const float scale_max = four_six ? 256.0f : max_of(formats::e4m3);  // 448 (4over6: 256)
-      const int br = o.scheme == Scheme::nvfp4_2d ? 16 : 1;
-      const BlockAmaxes t = any ? block_amaxes(x, br, 16, false) : BlockAmaxes{};
-      // The tensor amax from the block amaxes (a NaN anywhere: block_amax over the tensor).
-      float global = 0.0f;
-      if (!any) {
-        global = block_amax(0, R, 0, C, false);
-      } else if (o.amax_propagates_nan && std::find(t.nan.begin(), t.nan.end(), 1) != t.nan.end()) {
-        global = block_amax(0, R, 0, C, false);
-      } else {
-        global = float_of(*std::max_element(t.bits.begin(), t.bits.end()));
-      }
-      const float s_enc = rules::nvfp4_s_enc(global, scale_max, elem_max);  // 2688 (1536) / amax
-      const float s_dec = 1.0f / s_enc;
-      q.tensor_scale = bits_of(s_dec);
-      q.scale_format = &formats::e4m3;
-      q.block_rows = br;
-      q.block_cols = 16;
-      Policy sat;
-      sat.overflow = Overflow::satfinite;
-      // The element multiplier of a block scale code: step 6 (or 0 for a zero scale under `reference`).
-      auto multiplier = [&](std::uint64_t sc) {
-        if (sc == 0 && o.zero_scale == ZeroScale::reference) return 0.0f;
-        return std::fmin(1.0f / (static_cast<float>(code_value(formats::e4m3, sc)) * s_dec), FLT_MAX);
-      };
-      if (four_six) {
-        // 4over6, after TE's quantize_4over6 kernel (NVIDIA/TransformerEngine
-        // transformer_engine/common/cast/nvfp4/quantize_4over6_kernel.cuh at commit fca9586d, and the
-        // reference quantizer in transformer_engine/pytorch/custom_recipes/quantization_ref_nvfp4.py).
-        // Per block: base = fp32(block_amax / 6) * S_enc; the map-to-6 scale is e4m3(fminf(base, 448)), the
-        // map-to-4 scale e4m3(fminf(base * 1.5, 448)); each candidate converts its elements with its own
-        // step-6 multiplier.  Its error sums, element by element in column order from +0, |d| (or d * d)
-        // with d = fp32(fp32(fp32(e2m1 value * scale) * global_amax) / 1536) - x; a 16x16 block adds its
-        // sixteen row sums as a halving tree (row i + row i+8, then i + i+4, i + i+2, i + i+1).  map-to-4
-        // is kept only when its error is strictly smaller (a tie or a NaN keeps map-to-6).
-        const bool mse = o.variant == Variant::four_over_six_mse;
-        const float denom = elem_max * scale_max;            // 1536
-        const float scale_max_e4m3 = max_of(formats::e4m3);  // the block scale's own bound stays 448
-        std::vector<std::uint64_t> sc4, sc6;
-        std::vector<float> m4, m6;
-        for (int r0 = 0; r0 < R; r0 += br)
-          for (int c0 = 0; c0 < C; c0 += 16) {
-            const int r1 = std::min(R, r0 + br), c1 = std::min(C, c0 + 16);
-            const float ba = amax_of(t, static_cast<std::size_t>(r0 / br) * t.nbc + c0 / 16, r0, r1, c0, c1, false);
-            const float base = ba / elem_max * s_enc;
-            sc4.push_back(to_element(std::fmin(base * 1.5f, scale_max_e4m3), formats::e4m3, sat, 0));
-            sc6.push_back(to_element(std::fmin(base, scale_max_e4m3), formats::e4m3, sat, 0));
-            m4.push_back(multiplier(sc4.back()));
-            m6.push_back(multiplier(sc6.back()));
-          }
-        if (any) {
-          convert_rows(br, 16, t.nbc, m4, false);
-          const auto codes4 = q.codes;
-          convert_rows(br, 16, t.nbc, m6, false);
-          // One row's error over columns [c0, c1) for candidate codes `cd` under block scale code `sc`.
-          auto row_error = [&](const auto& cd, int r, int c0, int c1, std::uint64_t sc) {
-            const float sf = static_cast<float>(code_value(formats::e4m3, sc));
-            float e = 0.0f;
-            for (int c = c0; c < c1; ++c) {
-              const float dq = static_cast<float>(code_value(el, cd[idx(r, c)]));
-              const float d = dq * sf * global / denom - at(r, c);
-              e = e + (mse ? d * d : std::fabs(d));
-            }
-            return e;
-          };
-          auto block_error = [&](const auto& cd, int r0, int c0, int c1, std::uint64_t sc) {
-            if (br == 1) return row_error(cd, r0, c0, c1, sc);
-            float v[16] = {};
-            for (int i = 0; i < 16 && r0 + i < R; ++i) v[i] = row_error(cd, r0 + i, c0, c1, sc);
-            for (int half = 8; half > 0; half /= 2)
-              for (int i = 0; i < half; ++i) v[i] = v[i] + v[i + half];
-            return v[0];
-          };
-          std::size_t b = 0;
-          for (int r0 = 0; r0 < R; r0 += br)
-            for (int c0 = 0; c0 < C; c0 += 16, ++b) {
-              const int r1 = std::min(R, r0 + br), c1 = std::min(C, c0 + 16);
-              const bool pick4 = block_error(codes4, r0, c0, c1, sc4[b]) < block_error(q.codes, r0, c0, c1, sc6[b]);
-              if (!pick4) continue;
-              sc6[b] = sc4[b];
-              for (int r = r0; r < r1; ++r)
-                for (int c = c0; c < c1; ++c) q.codes[idx(r, c)] = codes4[idx(r, c)];
-            }
+        // x * 2^(127 - e) as TE and torchao form it: e = 254 gives the f32 subnormal 2^-127.
+        const MxRowSummary summary = mx_row_multipliers(sc, t.nan.data(), n, mults.data());
+        row.nan_scale = summary.nan_scale;
+        if (!fp32_multiply) {
+          // The OCP rules divide by the power of two exactly: the same fp32 multiplication whenever its
+          // result is a normal number (or the input is zero or infinite); the rest take the exact scalar
+          // route, and a NaN input stays itself.  A row that may hold such an element is done again through
+          // a row of products (rare; doing it again where nothing needed it gives the same codes).  Which
+          // rows: y = v * 2^(127 - e) cannot overflow (the scale comes from the block's amax, and e >= the
+          // floor rule's e), so y is not normal only for a NaN v (the block's NaN flag), a NaN scale (its
+          // multiplier is 0), or a non-zero |v| < 2^(e - 253); the row's smallest non-zero |v| against its
+          // largest e decides the last.  2^(e_max - 253) as an f32 pattern (0 below the smallest
+          // subnormal: no non-zero |v| lies under it).
+          const int te = static_cast<int>(summary.e_max) - 253;
+          const std::uint32_t below = te >= -126   ? static_cast<std::uint32_t>(te + 127) << 23
+                                      : te >= -149 ? 1u << (te + 149)
+                                                   : 0u;
+          row.special = summary.nan_scale || summary.nan_block || (below != 0 && t.min_nonzero_m1 < below - 1);
         }
-        q.scales = std::move(sc6);
-        break;
+        return mults.data();
+      },
+      [&](int r) { mx_elements(r, mults, first, row); });
+}
+
+// What the scaled pass over an MX row cannot give: in a row that may hold them, the elements of the OCP
+// rules' exact route (rules::mx_needs_exact) and the NaN inputs (which convert as themselves); the elements
+// of NaN-scale blocks (the element format's NaN conversion).
+void Streaming::mx_elements(int r, const std::vector<float>& mults, std::size_t first, const MxRowState& row) {
+  const int bc = o_.block;
+  fix_.clear();
+  if (row.special) {
+    row_multiply(&x_.data[idx(r, 0)], C_, bc, mults.data(), Step::multiply, buf_.data());
+    for (int c0 = 0, blk = 0; c0 < C_; c0 += bc, ++blk) {
+      if (q_.scales[first + static_cast<std::size_t>(blk)] == 0xFF) continue;
+      for (int c = c0; c < std::min(C_, c0 + bc); ++c) {
+        const float v = at(r, c);
+        const float y = buf_[static_cast<std::size_t>(c)];
+        if (std::isnan(v)) buf_[static_cast<std::size_t>(c)] = v;
+        else if (rules::mx_needs_exact(v, y)) fix_.push_back(c);
       }
-      // Each code's element multiplier (step 6), from a table over the 256 codes.
-      std::array<float, 256> mult_of{};
-      for (std::size_t sc = 0; sc < mult_of.size(); ++sc)
-        mult_of[sc] = rules::nvfp4_multiplier(sc, s_enc, s_dec, o.variant == Variant::fast_math,
-                                              o.zero_scale == ZeroScale::reference);
-      // One row of blocks at a time: step 5 for each block, the block decode scales into e4m3 through the
-      // batch path (as the scalar conversion with r = 0 under rne), then the rows' elements.
-      const auto nbc = static_cast<std::size_t>(t.nbc);
-      const float enc_sixth = s_enc * rules::nvfp4_sixth();
-      std::vector<float> block_dec(nbc), mults(nbc);
-      const ScaledBatch to_scale(formats::e4m3, sat);  // times 1: the conversion of block_dec itself
-      const float one = 1.0f;
-      std::vector<std::uint8_t> block_codes(nbc);
-      q.scales.reserve(static_cast<std::size_t>(t.nbr) * nbc);
-      for (int i = 0; i < t.nbr; ++i) {
-        const std::size_t first = static_cast<std::size_t>(i) * nbc;
-        const int r0 = i * br, r1 = std::min(R, r0 + br);
-        for (std::size_t k = 0; k < nbc; ++k)  // fminf(v, FLT_MAX): a NaN v gives FLT_MAX
-          block_dec[k] = rules::nvfp4_block_dec(t.value(first + k), enc_sixth);
-        if (o.amax_propagates_nan)  // a block holding a NaN: its amax from amax_of (that NaN)
-          for (std::size_t k = 0; k < nbc; ++k) {
-            if (!t.nan[first + k]) continue;
-            const int c0 = static_cast<int>(k) * 16;
-            const float ba = amax_of(t, first + k, r0, r1, c0, std::min(C, c0 + 16), false);
-            block_dec[k] = std::fmin(ba * enc_sixth, FLT_MAX);
-          }
-        to_scale.run(block_dec.data(), nbc, &one, nbc, block_codes.data(), nullptr);
-        q.scales.insert(q.scales.end(), block_codes.begin(), block_codes.end());
-        for (std::size_t k = 0; k < nbc; ++k) mults[k] = mult_of[block_codes[k]];
-        for (int r = r0; r < r1; ++r) scaled_row(r, mults.data(), 16);
+    }
+    convert_row(r);
+  }
+  if (row.nan_scale) {
+    const Unpacked nan_in = unpack(formats::f32, 0x7FC00000u);
+    for (int c0 = 0, blk = 0; c0 < C_; c0 += bc, ++blk) {
+      if (q_.scales[first + static_cast<std::size_t>(blk)] != 0xFF) continue;
+      for (int c = c0; c < std::min(C_, c0 + bc); ++c)
+        q_.codes[idx(r, c)] = static_cast<std::uint8_t>(round_to(el_, nan_in, p_, rb(idx(r, c))).code);
+    }
+  }
+  for (int c : fix_) {
+    const int se = static_cast<int>(q_.scales[first + static_cast<std::size_t>(c / bc)]) - 127;
+    q_.codes[idx(r, c)] = static_cast<std::uint8_t>(to_element_scaled(at(r, c), se, el_, p_, rb(idx(r, c))));
+  }
+}
+
+// Two-level NVFP4: TE core_nvfp4.cuh / quantize_transpose_nvfp4.cuh, docs/semantics.md §4 steps 1-7; the
+// variant's row gives scale_max, the multiplier and how each block's scale is chosen.
+void Streaming::nvfp4() {
+  const VariantRow& variant = variant_row(o_.variant);
+  const int br = block_size(scheme_row(o_.scheme).block_rows, R_, o_.block_rows);
+  const BlockAmaxes t = any_ ? block_amaxes(x_, br, 16, Reach::all) : BlockAmaxes{};
+  // The tensor amax from the block amaxes (a NaN anywhere: block_amax over the tensor).
+  float global = 0.0f;
+  if (!any_ || (o_.amax_propagates_nan && std::find(t.nan.begin(), t.nan.end(), 1) != t.nan.end()))
+    global = block_amax(0, R_, 0, C_, Reach::all);
+  else global = float_of(*std::max_element(t.bits.begin(), t.bits.end()));
+  const float s_enc = rules::nvfp4_s_enc(global, variant.scale_max, elem_max_);  // 2688 (1536) / amax
+  const float s_dec = 1.0f / s_enc;
+  q_.tensor_scale = bits_of(s_dec);
+  q_.scale_format = &formats::e4m3;
+  q_.block_rows = br;
+  q_.block_cols = 16;
+  if (variant.choice != BlockChoice::map_to_6) return four_over_six(t, br, global, s_enc, s_dec);
+  // Each code's element multiplier (step 6), from a table over the 256 codes.
+  std::array<float, 256> mult_of{};
+  for (std::size_t sc = 0; sc < mult_of.size(); ++sc)
+    mult_of[sc] = rules::nvfp4_multiplier(sc, s_enc, s_dec, variant.multiplier, o_.zero_scale);
+  // One row of blocks at a time: step 5 for each block, the block decode scales into e4m3 through the
+  // batch path (as the scalar conversion with r = 0 under rne), then the rows' elements.
+  const auto nbc = static_cast<std::size_t>(t.nbc);
+  const float enc_sixth = s_enc * rules::nvfp4_sixth();
+  std::vector<float> block_dec(nbc), mults(nbc);
+  Policy sat;
+  sat.overflow = Overflow::satfinite;
+  const ScaledBatch to_scale(formats::e4m3, sat);  // times 1: the conversion of block_dec itself
+  const float one = 1.0f;
+  std::vector<std::uint8_t> block_codes(nbc);
+  q_.scales.reserve(static_cast<std::size_t>(t.nbr) * nbc);
+  for (int i = 0; i < t.nbr; ++i) {
+    const std::size_t first = static_cast<std::size_t>(i) * nbc;
+    const int r0 = i * br, r1 = std::min(R_, r0 + br);
+    for (std::size_t k = 0; k < nbc; ++k)  // fminf(v, FLT_MAX): a NaN v gives FLT_MAX
+      block_dec[k] = rules::nvfp4_block_dec(t.value(first + k), enc_sixth);
+    if (o_.amax_propagates_nan)  // a block holding a NaN: its amax from amax_of (that NaN)
+      for (std::size_t k = 0; k < nbc; ++k) {
+        if (!t.nan[first + k]) continue;
+        const int c0 = static_cast<int>(k) * 16;
+        const float ba = amax_of(t, first + k, r0, r1, c0, std::min(C_, c0 + 16), Reach::all);
+        block_dec[k] = std::fmin(ba * enc_sixth, FLT_MAX);
       }
-      break;
+    to_scale.run(block_dec.data(), nbc, &one, nbc, block_codes.data(), nullptr);
+    q_.scales.insert(q_.scales.end(), block_codes.begin(), block_codes.end());
+    for (std::size_t k = 0; k < nbc; ++k) mults[k] = mult_of[block_codes[k]];
+    for (int r = r0; r < r1; ++r) scaled_row(r, mults.data(), 16);
+  }
+}
+
+// 4over6, after TE's quantize_4over6 kernel (NVIDIA/TransformerEngine
+// transformer_engine/common/cast/nvfp4/quantize_4over6_kernel.cuh at commit fca9586d, and the reference
+// quantizer in transformer_engine/pytorch/custom_recipes/quantization_ref_nvfp4.py).  Per block: base =
+// fp32(block_amax / 6) * S_enc; the map-to-6 scale is e4m3(fminf(base, 448)), the map-to-4 scale
+// e4m3(fminf(base * 1.5, 448)); each candidate converts its elements with its own step-6 multiplier.  Its
+// error sums, element by element in column order from +0, |d| (or d * d) with d = fp32(fp32(fp32(e2m1
+// value * scale) * global_amax) / 1536) - x; a 16x16 block adds its sixteen row sums as a halving tree (row
+// i + row i+8, then i + i+4, i + i+2, i + i+1).  map-to-4 is kept only when its error is strictly smaller
+// (a tie or a NaN keeps map-to-6).  Here the whole tensor converts under each candidate, then each block
+// picks.
+void Streaming::four_over_six(const BlockAmaxes& t, int br, float global, float s_enc, float s_dec) {
+  const VariantRow& variant = variant_row(o_.variant);
+  const bool mse = variant.choice == BlockChoice::least_squared_error;
+  const float denom = elem_max_ * variant.scale_max;   // 1536
+  const float scale_max_e4m3 = max_of(formats::e4m3);  // the block scale's own bound stays 448
+  Policy sat;
+  sat.overflow = Overflow::satfinite;
+  std::vector<std::uint64_t> sc4, sc6;
+  std::vector<float> m4, m6;
+  for (int r0 = 0; r0 < R_; r0 += br)
+    for (int c0 = 0; c0 < C_; c0 += 16) {
+      const int r1 = std::min(R_, r0 + br), c1 = std::min(C_, c0 + 16);
+      const float ba = amax_of(t, static_cast<std::size_t>(r0 / br) * t.nbc + c0 / 16, r0, r1, c0, c1, Reach::all);
+      const float base = ba / elem_max_ * s_enc;
+      sc4.push_back(to_element(std::fmin(base * 1.5f, scale_max_e4m3), formats::e4m3, sat, 0));
+      sc6.push_back(to_element(std::fmin(base, scale_max_e4m3), formats::e4m3, sat, 0));
+      m4.push_back(rules::nvfp4_multiplier(sc4.back(), s_enc, s_dec, Multiplier::reciprocal, o_.zero_scale));
+      m6.push_back(rules::nvfp4_multiplier(sc6.back(), s_enc, s_dec, Multiplier::reciprocal, o_.zero_scale));
     }
-    case Scheme::nvfp4_1level: {
-      // torchao single-level NVFP4: scale = fp32(block_amax / 6) clamped to [2^-6, 448] (a zero block
-      // gets 2^-6, code 0x08), stored as e4m3; elements x / scale in fp32.
-      q.scale_format = &formats::e4m3;
-      q.block_rows = 1;
-      q.block_cols = 16;
-      Policy sat;
-      sat.overflow = Overflow::satfinite;
-      const BlockAmaxes t = any ? block_amaxes(x, 1, 16, false) : BlockAmaxes{};
-      std::vector<float> scales_f;
-      for (int r = 0; r < R; ++r)
-        for (int c0 = 0; c0 < C; c0 += 16) {
-          const int c1 = std::min(C, c0 + 16);
-          float s = amax_of(t, static_cast<std::size_t>(r) * t.nbc + c0 / 16, r, r + 1, c0, c1, false) / elem_max;
-          s = std::clamp(s, 0x1p-6f, 448.0f);
-          const std::uint64_t sc = to_element(s, formats::e4m3, sat, 0);
-          q.scales.push_back(sc);
-          scales_f.push_back(static_cast<float>(code_value(formats::e4m3, sc)));
-        }
-      if (any) convert_rows(1, 16, t.nbc, scales_f, true);
-      break;
+  if (any_) {
+    convert_rows(br, 16, t.nbc, m4, Step::multiply);
+    const auto codes4 = q_.codes;
+    convert_rows(br, 16, t.nbc, m6, Step::multiply);
+    // One row's error over columns [c0, c1) for candidate codes `cd` under block scale code `sc`.
+    auto row_error = [&](const auto& cd, int r, int c0, int c1, std::uint64_t sc) {
+      const float sf = static_cast<float>(code_value(formats::e4m3, sc));
+      float e = 0.0f;
+      for (int c = c0; c < c1; ++c) {
+        const float dq = static_cast<float>(code_value(el_, cd[idx(r, c)]));
+        const float d = dq * sf * global / denom - at(r, c);
+        e = e + (mse ? d * d : std::fabs(d));
+      }
+      return e;
+    };
+    auto block_error = [&](const auto& cd, int r0, int c0, int c1, std::uint64_t sc) {
+      if (br == 1) return row_error(cd, r0, c0, c1, sc);
+      float v[16] = {};
+      for (int i = 0; i < 16 && r0 + i < R_; ++i) v[i] = row_error(cd, r0 + i, c0, c1, sc);
+      for (int half = 8; half > 0; half /= 2)
+        for (int i = 0; i < half; ++i) v[i] = v[i] + v[i + half];
+      return v[0];
+    };
+    std::size_t b = 0;
+    for (int r0 = 0; r0 < R_; r0 += br)
+      for (int c0 = 0; c0 < C_; c0 += 16, ++b) {
+        const int r1 = std::min(R_, r0 + br), c1 = std::min(C_, c0 + 16);
+        const bool pick4 = block_error(codes4, r0, c0, c1, sc4[b]) < block_error(q_.codes, r0, c0, c1, sc6[b]);
+        if (!pick4) continue;
+        sc6[b] = sc4[b];
+        for (int r = r0; r < r1; ++r)
+          for (int c = c0; c < c1; ++c) q_.codes[idx(r, c)] = codes4[idx(r, c)];
+      }
+  }
+  q_.scales = std::move(sc6);
+}
+
+// torchao single-level NVFP4: scale = fp32(block_amax / 6) clamped to [2^-6, 448] (a zero block gets 2^-6,
+// code 0x08), stored as e4m3; elements x / scale in fp32.
+void Streaming::nvfp4_1level() {
+  q_.scale_format = &formats::e4m3;
+  q_.block_rows = 1;
+  q_.block_cols = 16;
+  Policy sat;
+  sat.overflow = Overflow::satfinite;
+  const BlockAmaxes t = any_ ? block_amaxes(x_, 1, 16, Reach::all) : BlockAmaxes{};
+  std::vector<float> scales_f;
+  for (int r = 0; r < R_; ++r)
+    for (int c0 = 0; c0 < C_; c0 += 16) {
+      const int c1 = std::min(C_, c0 + 16);
+      float s = amax_of(t, static_cast<std::size_t>(r) * t.nbc + c0 / 16, r, r + 1, c0, c1, Reach::all) / elem_max_;
+      s = std::clamp(s, 0x1p-6f, 448.0f);
+      const std::uint64_t sc = to_element(s, formats::e4m3, sat, 0);
+      q_.scales.push_back(sc);
+      scales_f.push_back(static_cast<float>(code_value(formats::e4m3, sc)));
     }
+  if (any_) convert_rows(1, 16, t.nbc, scales_f, Step::divide);
+}
+
+}  // namespace
+
+Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std::uint32_t>* rbits,
+                   DelayedState* state) {
+  Options o = oin;
+  require_resolved(o);
+  if (is_stochastic(o.element_policy.rounding) && (!rbits || rbits->size() != xin.data.size()))
+    throw std::invalid_argument("stochastic rounding needs one random value per element");
+  Tensor transformed;
+  if (o.hadamard) transformed = hadamard_rows(xin);
+  const Tensor& x = o.hadamard ? transformed : xin;
+  Quantized q;
+  q.scheme = o.scheme;
+  q.element = o.element;
+  q.rows = x.rows;
+  q.cols = x.cols;
+  Streaming pass(x, o, rbits, q);
+  DelayedState local;
+  switch (scheme_row(o.scheme).family) {
+    case Family::current: pass.current(); break;
+    case Family::delayed: pass.delayed(state ? *state : local); break;
+    case Family::mx: pass.mx(); break;
+    case Family::nvfp4: pass.nvfp4(); break;
+    case Family::nvfp4_1level: pass.nvfp4_1level(); break;
   }
   q.codes.resize(x.data.size());  // every row was written (grow_to); this only covers an empty tensor
   return q;

@@ -15,6 +15,7 @@
 #include <vector>
 #include <string_view>
 
+#include "lowbit/error.hpp"
 #include "lowbit/format.hpp"
 #include "lowbit/registry.hpp"
 #include "lowbit/text.hpp"
@@ -121,6 +122,13 @@ inline void write_all(const std::string& path, const std::string& text, const st
 // `lowbit profiles --diff` followed by exact_value, the exact decimal.
 nlohmann::ordered_json profile_difference_rows(bool short_values);
 
+// The command-line flag of a library argument id: "scale_rule" is --scale-rule.
+inline std::string flag_of(std::string_view argument) {
+  std::string s = "--";
+  for (char c : argument) s += c == '_' ? '-' : c;
+  return s;
+}
+
 // Run a subcommand body: an InputError prints its message and exits 2.
 template <class F>
 void guarded(F&& body) {
@@ -129,6 +137,11 @@ void guarded(F&& body) {
   } catch (const InputError& e) {
     std::fflush(stdout);
     std::cerr << "lowbit: " << e.what() << "\n";
+    throw CLI::RuntimeError(2);
+  } catch (const ArgumentError& e) {
+    // A library error the subcommand left as it is: its argument is the flag of the same name.
+    std::fflush(stdout);
+    std::cerr << "lowbit: " << flag_of(e.argument) << ": " << e.what() << "\n";
     throw CLI::RuntimeError(2);
   } catch (const std::invalid_argument& e) {
     std::fflush(stdout);

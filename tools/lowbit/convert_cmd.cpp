@@ -247,9 +247,9 @@ void run_convert(const ConvertOptions& o) {
     }
   }
   req.sr_bits = o.sr_bits;
-  std::string error;
-  const std::optional<lowbit::Resolved> resolved = lowbit::resolve(profile, to_requested, req, error);
-  if (!resolved) throw InputError(error);
+  std::string error, argument;
+  const std::optional<lowbit::Resolved> resolved = lowbit::resolve(profile, to_requested, req, error, &argument);
+  if (!resolved) throw InputError("--" + argument + ": " + error);
   const lowbit::Policy& policy = resolved->policy;
   const Format& to = *resolved->target;
   const bool stochastic = lowbit::is_stochastic(policy.rounding);

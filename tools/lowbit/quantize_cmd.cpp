@@ -112,88 +112,6 @@ json state_json(const S::DelayedState& st) {
 
 }  // namespace
 
-S::Options build_options(const QuantizeOptions& o, std::string& profile_name) {
-  S::Options so;
-  const auto scheme = S::parse_scheme(o.scheme == "block1x128" || o.scheme == "block128x128" ? "block" : o.scheme);
-  if (!scheme)
-    throw InputError("--scheme: unknown scheme '" + o.scheme +
-                     "' (tensor, delayed, channel, token, block1x128, block128x128, block, mx, nvfp4, nvfp4-2d, "
-                     "nvfp4-1level)");
-  so.scheme = *scheme;
-  if (o.scheme == "block128x128") so.block_rows = 128;
-  if (o.block_rows > 0) so.block_rows = o.block_rows;
-  if (!o.element.empty()) {
-    so.element = find_format(o.element);
-    if (!so.element) throw InputError("--element: unknown format '" + o.element + "'");
-  }
-  so.block = o.block;
-  if (o.scheme == "block128x128" && o.block == 0) so.block = 128;
-  const Profile* prof = nullptr;
-  if (!o.profile.empty()) {
-    prof = find_profile(o.profile);
-    if (!prof) throw InputError("--profile: unknown profile '" + o.profile + "'");
-    profile_name = prof->name;
-  }
-  // Profile defaults for the schemes (README "Scaling schemes"): te uses rceil MX scales, power-of-two
-  // block scales and its fmaxf amax for non-finite blocks; torchao and ocp use floor.
-  if (prof && std::string(prof->name) == "te") {
-    so.mx_rule = S::MxRule::rceil;
-    if (so.scheme == S::Scheme::block) so.scale_format = S::ScaleFormat::pow2;
-    so.nonfinite = S::NonFinite::amax;
-  }
-  if (!o.scale_rule.empty()) {
-    const std::string& r = o.scale_rule;
-    if (r == "floor") so.mx_rule = S::MxRule::floor;
-    else if (r == "ceil") so.mx_rule = S::MxRule::ceil;
-    else if (r == "even") so.mx_rule = S::MxRule::even;
-    else if (r == "rceil") so.mx_rule = S::MxRule::rceil;
-    else if (r == "rne") so.mx_rule = S::MxRule::rne;
-    else throw InputError("--scale-rule: unknown rule '" + r + "' (floor, ceil, even, rceil, rne)");
-    if (so.scheme != S::Scheme::mx) throw InputError("--scale-rule: applies to the mx scheme");
-  }
-  if (!o.scale_format.empty()) {
-    if (o.scale_format == "f32") so.scale_format = S::ScaleFormat::f32;
-    else if (o.scale_format == "pow2") so.scale_format = S::ScaleFormat::pow2;
-    else if (o.scale_format == "ue8m0-packed") so.scale_format = S::ScaleFormat::ue8m0_packed;
-    else throw InputError("--scale-format: unknown '" + o.scale_format + "' (f32, pow2, ue8m0-packed)");
-  }
-  if (!o.nonfinite.empty()) {
-    if (o.nonfinite == "scale-nan") so.nonfinite = S::NonFinite::scale_nan;
-    else if (o.nonfinite == "propagate") so.nonfinite = S::NonFinite::propagate;
-    else if (o.nonfinite == "amax") so.nonfinite = S::NonFinite::amax;
-    else throw InputError("--nonfinite: unknown '" + o.nonfinite + "' (scale-nan, propagate, amax)");
-  }
-  if (o.variant == "fast-math") so.variant = S::Variant::fast_math;
-  else if (o.variant == "4over6") so.variant = S::Variant::four_over_six;
-  else if (o.variant == "4over6-mse") so.variant = S::Variant::four_over_six_mse;
-  else if (o.variant != "standard")
-    throw InputError("--variant: unknown '" + o.variant + "' (standard, fast-math, 4over6, 4over6-mse)");
-  if (o.zero_scale == "reference") so.zero_scale = S::ZeroScale::reference;
-  else if (o.zero_scale != "kernel")
-    throw InputError("--zero-scale: unknown '" + o.zero_scale + "' (kernel, reference)");
-  if (o.amax_nan == "propagate") so.amax_propagates_nan = true;
-  else if (o.amax_nan != "ignore") throw InputError("--amax-nan: unknown '" + o.amax_nan + "' (ignore, propagate)");
-  so.hadamard = o.hadamard;
-  if (const std::string e = S::normalize(so); !e.empty()) throw InputError(e);
-  // The element policy: the profile's rounding and quirks; schemes always clamp to the element's range.
-  PolicyRequest req;
-  if (!o.rounding.empty()) {
-    req.rounding = parse<Rounding>(o.rounding);
-    if (!req.rounding) throw InputError("--rounding: unknown rounding mode '" + o.rounding + "'");
-  }
-  req.overflow = Overflow::satfinite;
-  req.sr_bits = o.sr_bits;
-  std::string err;
-  const auto resolved = resolve(prof, *so.element, req, err);
-  if (!resolved) throw InputError(err);
-  so.element = resolved->target;
-  so.element_policy = resolved->policy;
-  if ((so.variant == S::Variant::four_over_six || so.variant == S::Variant::four_over_six_mse) &&
-      is_stochastic(so.element_policy.rounding))
-    throw InputError("--rounding: the NVFP4 4over6 variant takes no stochastic rounding");
-  return so;
-}
-
 namespace {
 
 void run_quantize_text(const QuantizeOptions& o) {
@@ -254,9 +172,10 @@ void run_quantize_text(const QuantizeOptions& o) {
   out["shape"] = rows == 1 && o.shape.find(',') == std::string::npos ? json::array({cols}) : json::array({rows, cols});
   if (!profile_name.empty()) out["profile"] = profile_name;
   S::DelayedState st = read_state(o.state);
-  const bool want_row = o.direction == "row" || o.direction == "both";
-  const bool want_col = o.direction == "col" || o.direction == "both";
-  if (!want_row && !want_col) throw InputError("--direction: row, col or both");
+  const auto direction = parse<S::Direction>(o.direction);
+  if (!direction) throw InputError("--direction: " + choices<S::Direction>(", "));
+  const bool want_row = *direction != S::Direction::col;
+  const bool want_col = *direction != S::Direction::row;
 
   auto emit = [&](const S::Quantized& q, const std::string& prefix, bool transposed_back) {
     std::vector<std::uint8_t> codes = q.codes;
@@ -319,7 +238,7 @@ void run_dequantize_text(const DequantizeOptions& o) {
   };
   S::Quantized q;
   const std::string scheme = need("scheme").get<std::string>();
-  const auto sc = S::parse_scheme(scheme == "block1x128" || scheme == "block128x128" ? "block" : scheme);
+  const auto sc = parse<S::Scheme>(scheme == "block1x128" || scheme == "block128x128" ? "block" : scheme);
   if (!sc) throw InputError("--in: unknown scheme '" + scheme + "'");
   q.scheme = *sc;
   q.element = find_format(need("element").get<std::string>());
@@ -336,11 +255,8 @@ void run_dequantize_text(const DequantizeOptions& o) {
   if (q.block_rows < 1 || q.block_cols < 1) throw InputError("--in: \"block\" must be positive");
   const bool transposed = j.value("axis", 1) == 0;
   if (transposed) std::swap(q.rows, q.cols);
-  q.scale_format =
-      q.scheme == S::Scheme::mx ? &formats::e8m0
-      : (q.scheme == S::Scheme::nvfp4 || q.scheme == S::Scheme::nvfp4_2d || q.scheme == S::Scheme::nvfp4_1level)
-          ? &formats::e4m3
-          : (j.contains("packed_scales") ? &formats::e8m0 : &formats::f32);
+  q.scale_format = S::scheme_row(q.scheme).scale_element;
+  if (!q.scale_format) q.scale_format = j.contains("packed_scales") ? &formats::e8m0 : &formats::f32;
   std::size_t idx = 0;
   for (const json& s : need("scales"))
     q.scales.push_back(
@@ -397,35 +313,6 @@ void run_dequantize_text(const DequantizeOptions& o) {
 
 namespace fs = std::filesystem;
 
-const char* mx_rule_name(S::MxRule r) {
-  switch (r) {
-    case S::MxRule::floor: return "floor";
-    case S::MxRule::ceil: return "ceil";
-    case S::MxRule::even: return "even";
-    case S::MxRule::rceil: return "rceil";
-    case S::MxRule::rne: return "rne";
-  }
-  return "?";
-}
-
-const char* nonfinite_name(S::NonFinite n) {
-  switch (n) {
-    case S::NonFinite::scale_nan: return "scale-nan";
-    case S::NonFinite::propagate: return "propagate";
-    case S::NonFinite::amax: return "amax";
-  }
-  return "?";
-}
-
-const char* scale_format_name(S::ScaleFormat f) {
-  switch (f) {
-    case S::ScaleFormat::f32: return "f32";
-    case S::ScaleFormat::pow2: return "pow2";
-    case S::ScaleFormat::ue8m0_packed: return "ue8m0-packed";
-  }
-  return "?";
-}
-
 // An io::FileError becomes an InputError with the same message (file, byte or key, problem): exit 2.
 template <class F>
 void file_errors_exit_2(F&& body) {
@@ -477,212 +364,6 @@ bool plain_file_name(const std::string& s) {
 }
 
 }  // namespace
-
-const char* name(Packing p) {
-  switch (p) {
-    case Packing::none: return "none";
-    case Packing::fp4x2: return "fp4x2";
-    case Packing::fp6x4: return "fp6x4";
-  }
-  return "?";
-}
-
-std::optional<Packing> parse_packing(const std::string& s) {
-  for (Packing p : {Packing::none, Packing::fp4x2, Packing::fp6x4})
-    if (s == name(p)) return p;
-  return std::nullopt;
-}
-
-Packing packing_for(const Format& element) {
-  if (element.bits == 4) return Packing::fp4x2;
-  if (element.bits == 6) return Packing::fp6x4;
-  throw InputError(std::string("--pack: packs 4- and 6-bit elements (e2m1, e2m3, e3m2), not ") + element.name);
-}
-
-int packing_bits(Packing p) { return p == Packing::fp4x2 ? 4 : p == Packing::fp6x4 ? 6 : 8; }
-
-const char* name(ScaleLayout l) { return l == ScaleLayout::cublaslt ? "cublaslt" : "row-major"; }
-
-std::optional<ScaleLayout> parse_layout(const std::string& s) {
-  if (s == "row-major") return ScaleLayout::row_major;
-  if (s == "cublaslt") return ScaleLayout::cublaslt;
-  return std::nullopt;
-}
-
-void check_layout(const S::Quantized& q, ScaleLayout layout, const std::string& what) {
-  if (layout == ScaleLayout::row_major) return;
-  // cuBLASLt's 1D block scaling factors layout holds 8-bit scales (VEC16_UE4M3, VEC32_UE8M0), one row
-  // per tensor row.
-  if (q.scale_format->bits != 8 || q.block_rows != 1)
-    throw InputError(what + ": the cublaslt layout holds 8-bit scales of 1-D blocks (mx, nvfp4, nvfp4-1level), not " +
-                     q.scale_format->name + " scales of " + std::to_string(q.block_rows) + "x" +
-                     std::to_string(q.block_cols) + " blocks");
-}
-
-std::map<std::string, std::string> recipe_keys(const QuantizeOptions& o, const S::Options& so, const S::Quantized& q,
-                                               const std::string& profile_name) {
-  std::map<std::string, std::string> m;
-  m["quantization_format"] = o.scheme;
-  m["element"] = so.element->name;
-  const S::Scheme s = so.scheme;
-  const bool nv = s == S::Scheme::nvfp4 || s == S::Scheme::nvfp4_2d || s == S::Scheme::nvfp4_1level;
-  if (s == S::Scheme::block || s == S::Scheme::mx || nv)
-    m["block_size"] = q.block_rows > 1 ? std::to_string(q.block_rows) + "x" + std::to_string(q.block_cols)
-                                       : std::to_string(q.block_cols);
-  if (s == S::Scheme::mx) {
-    m["scale_rule"] = mx_rule_name(so.mx_rule);
-    m["nonfinite"] = nonfinite_name(so.nonfinite);
-  }
-  if (s == S::Scheme::tensor || s == S::Scheme::channel || s == S::Scheme::token || s == S::Scheme::block)
-    m["scale_format"] = scale_format_name(so.scale_format);
-  if (s == S::Scheme::nvfp4 || s == S::Scheme::nvfp4_2d) {
-    m["variant"] = so.variant == S::Variant::fast_math           ? "fast-math"
-                   : so.variant == S::Variant::four_over_six     ? "4over6"
-                   : so.variant == S::Variant::four_over_six_mse ? "4over6-mse"
-                                                                 : "standard";
-    m["zero_scale"] = so.zero_scale == S::ZeroScale::reference ? "reference" : "kernel";
-  }
-  if (nv && so.hadamard) m["hadamard"] = "true";
-  if (so.amax_propagates_nan) m["amax_nan"] = "propagate";
-  if (!profile_name.empty()) m["profile"] = profile_name;
-  if (!o.rounding.empty()) m["rounding"] = o.rounding;
-  return m;
-}
-
-QuantizeOptions options_from_recipe(const std::function<std::optional<std::string>(const std::string&)>& get,
-                                    const std::string& prefix) {
-  auto key_error = [&](const std::string& key, const std::string& why) {
-    return InputError("key \"" + prefix + key + "\": " + why);
-  };
-  QuantizeOptions o;
-  const auto scheme = get("quantization_format");
-  if (!scheme) throw key_error("quantization_format", "missing");
-  o.scheme = *scheme;
-  auto copy = [&](const char* key, std::string& field) {
-    if (const auto v = get(key)) field = *v;
-  };
-  copy("element", o.element);
-  copy("scale_rule", o.scale_rule);
-  copy("scale_format", o.scale_format);
-  copy("nonfinite", o.nonfinite);
-  copy("variant", o.variant);
-  copy("zero_scale", o.zero_scale);
-  copy("profile", o.profile);
-  copy("rounding", o.rounding);
-  copy("amax_nan", o.amax_nan);
-  if (const auto h = get("hadamard")) {
-    if (*h != "true" && *h != "false") throw key_error("hadamard", "'" + *h + "' is not true or false");
-    o.hadamard = *h == "true";
-  }
-  if (const auto b = get("block_size")) {
-    // "N" (1-D blocks of N along a row) or "RxN".
-    auto number = [&](const std::string& t) {
-      if (t.empty() || t.size() > 6 || t.find_first_not_of("0123456789") != std::string::npos || std::stoi(t) < 1)
-        throw key_error("block_size", "'" + *b + "' is not N or RxN with positive N and R");
-      return std::stoi(t);
-    };
-    const auto x = b->find('x');
-    if (x == std::string::npos) {
-      o.block = number(*b);
-    } else {
-      o.block_rows = number(b->substr(0, x));
-      o.block = number(b->substr(x + 1));
-    }
-  }
-  return o;
-}
-
-S::Options build_recipe_options(const QuantizeOptions& o, const std::string& prefix) {
-  static const std::map<std::string, std::string> key_of = {{"--scheme", "quantization_format"},
-                                                            {"--element", "element"},
-                                                            {"--block", "block_size"},
-                                                            {"--scale-rule", "scale_rule"},
-                                                            {"--scale-format", "scale_format"},
-                                                            {"--nonfinite", "nonfinite"},
-                                                            {"--variant", "variant"},
-                                                            {"--zero-scale", "zero_scale"},
-                                                            {"--profile", "profile"},
-                                                            {"--rounding", "rounding"},
-                                                            {"--amax-nan", "amax_nan"},
-                                                            {"--hadamard", "hadamard"},
-                                                            {"--variant fast-math", "variant"},
-                                                            {"--variant 4over6", "variant"}};
-  std::string profile_name;
-  try {
-    return build_options(o, profile_name);
-  } catch (const InputError& e) {
-    const std::string m = e.what();
-    const auto colon = m.find(':');
-    if (colon != std::string::npos) {
-      const auto it = key_of.find(m.substr(0, colon));
-      if (it != key_of.end()) throw InputError("key \"" + prefix + it->second + "\"" + m.substr(colon));
-    }
-    throw InputError("key \"" + prefix + "quantization_format\": " + m);
-  }
-}
-
-std::vector<std::uint8_t> store_codes(const S::Quantized& q, Packing p) {
-  if (p == Packing::none) return q.codes;
-  return pack::pack_rows(packing_bits(p), q.codes, static_cast<std::size_t>(q.rows), static_cast<std::size_t>(q.cols));
-}
-
-io::Tensor store_scales(const S::Quantized& q, ScaleLayout layout) {
-  const auto sr = static_cast<std::uint64_t>(q.scale_rows()), sc = static_cast<std::uint64_t>(q.scale_cols());
-  if (q.scale_format->bits == 32) {
-    std::vector<std::uint32_t> w(q.scales.begin(), q.scales.end());
-    return io::Tensor::from_values<std::uint32_t>(io::DType::u32, {sr, sc}, w);
-  }
-  std::vector<std::uint8_t> b(q.scales.begin(), q.scales.end());
-  if (layout == ScaleLayout::row_major) return io::Tensor::from_values<std::uint8_t>(io::DType::u8, {sr, sc}, b);
-  b = pack::swizzle_cublaslt(b, sr, sc);
-  return io::Tensor::from_values<std::uint8_t>(io::DType::u8, {b.size()}, b);
-}
-
-std::vector<std::uint64_t> load_scales(const std::vector<std::uint64_t>& stored, const S::Quantized& shape,
-                                       ScaleLayout layout) {
-  if (layout == ScaleLayout::row_major) return stored;
-  std::vector<std::uint8_t> b(stored.begin(), stored.end());
-  b = pack::unswizzle_cublaslt(b, static_cast<std::size_t>(shape.scale_rows()),
-                               static_cast<std::size_t>(shape.scale_cols()));
-  return {b.begin(), b.end()};
-}
-
-std::optional<std::pair<int, int>> matrix_dims(const std::vector<std::uint64_t>& shape) {
-  const auto n = io::element_count(shape);
-  if (!n) return std::nullopt;
-  const std::uint64_t cols = shape.empty() ? 1 : shape.back();
-  const std::uint64_t rows = cols == 0 ? 0 : *n / cols;
-  constexpr std::uint64_t limit = 0x7FFFFFFF;
-  if (rows > limit || cols > limit || *n > limit) return std::nullopt;
-  return std::pair<int, int>{static_cast<int>(rows), static_cast<int>(cols)};
-}
-
-std::vector<std::uint64_t> packed_shape(const std::vector<std::uint64_t>& shape, Packing p) {
-  if (p == Packing::none) return shape;
-  std::vector<std::uint64_t> s = shape.empty() ? std::vector<std::uint64_t>{1} : shape;
-  s.back() = pack::packed_bytes(packing_bits(p), s.back());
-  return s;
-}
-
-std::optional<std::vector<float>> float_values(const io::Tensor& t) {
-  std::vector<float> v;
-  if (t.dtype == io::DType::f32) return t.values<float>();
-  if (t.dtype != io::DType::bf16 && t.dtype != io::DType::f16) return std::nullopt;
-  const Format& f = t.dtype == io::DType::bf16 ? formats::bf16 : formats::f16;
-  for (std::uint16_t b : t.values<std::uint16_t>())
-    v.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(convert(f, b, formats::f32, Policy{}).code)));
-  return v;
-}
-
-std::string shape_text(const std::vector<std::uint64_t>& shape) {
-  std::string s("[");
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  s += "]";
-  return s;
-}
 
 namespace {
 
@@ -765,7 +446,7 @@ void run_quantize_files(const QuantizeOptions& o) {
   require_row_direction(o, "file mode");
   std::string profile_name;
   const S::Options so = build_options(o, profile_name);
-  const auto layout = parse_layout(o.scale_layout);
+  const auto layout = parse<ScaleLayout>(o.scale_layout);
   if (!layout) throw InputError("--scale-layout: unknown '" + o.scale_layout + "' (row-major, cublaslt)");
   const Packing packing = o.pack ? packing_for(*so.element) : Packing::none;
 
@@ -832,7 +513,7 @@ void run_quantize_checkpoint(const QuantizeOptions& o) {
         "checkpoints are written with current-scaling schemes");
   if (is_stochastic(so.element_policy.rounding))
     throw InputError("--rounding: a checkpoint records no random bits, so its codes could not be re-computed");
-  const auto layout = parse_layout(o.scale_layout);
+  const auto layout = parse<ScaleLayout>(o.scale_layout);
   if (!layout) throw InputError("--scale-layout: unknown '" + o.scale_layout + "' (row-major, cublaslt)");
   const Packing packing = o.pack ? packing_for(*so.element) : Packing::none;
   if (!o.out.ends_with(".safetensors")) throw InputError("--out: checkpoint mode writes a .safetensors file");
@@ -937,7 +618,7 @@ void run_dequantize_dir(const DequantizeOptions& o) {
   };
   S::Quantized q;
   const std::string scheme = need_string("scheme");
-  const auto sc = S::parse_scheme(scheme == "block1x128" || scheme == "block128x128" ? "block" : scheme);
+  const auto sc = parse<S::Scheme>(scheme == "block1x128" || scheme == "block128x128" ? "block" : scheme);
   if (!sc) throw bad("scheme", "unknown scheme '" + scheme + "'");
   q.scheme = *sc;
   q.element = find_format(need_string("element"));
@@ -963,11 +644,11 @@ void run_dequantize_dir(const DequantizeOptions& o) {
     throw bad("block", "expected [rows, cols] of positive integers");
   q.block_rows = jb[0].get<int>();
   q.block_cols = jb[1].get<int>();
-  const auto packing = parse_packing(need_string("packing"));
+  const auto packing = parse<Packing>(need_string("packing"));
   if (!packing) throw bad("packing", "expected none, fp4x2 or fp6x4");
   if (*packing != Packing::none && packing_bits(*packing) != q.element->bits)
     throw bad("packing", std::string(name(*packing)) + " does not hold " + q.element->name + " codes");
-  const auto layout = parse_layout(need_string("scale_layout"));
+  const auto layout = parse<ScaleLayout>(need_string("scale_layout"));
   if (!layout) throw bad("scale_layout", "expected row-major or cublaslt");
   try {
     check_layout(q, *layout, "scale_layout");
@@ -1032,7 +713,7 @@ void run_dequantize_dir(const DequantizeOptions& o) {
     const io::NpyArray ts = io::read_npy(*tpath, io::DType::u32);
     if (ts.elements() != 1) throw io::FileError(*tpath, "key \"shape\"", shape_text(ts.shape) + ", expected one value");
     q.tensor_scale = ts.values<std::uint32_t>()[0];
-  } else if (q.scheme == S::Scheme::nvfp4 || q.scheme == S::Scheme::nvfp4_2d) {
+  } else if (S::scheme_row(q.scheme).family == S::Family::nvfp4) {
     throw bad("files.tensor_scale", "missing (two-level NVFP4 has a tensor scale)");
   }
   const std::vector<double> v = S::dequantize(q);

@@ -1,5 +1,4 @@
 // `lowbit vectors list|generate`, `lowbit check` and `lowbit gate` (vectors/SPEC.md).
-#include <dlfcn.h>
 #include <fnmatch.h>
 
 #include <algorithm>
@@ -11,9 +10,9 @@
 #include "cli_util.hpp"
 #include "commands.hpp"
 #include "lowbit/io.hpp"
-#include "lowbit/plugin.h"
+#include "lowbit/gate.hpp"
 #include "lowbit/registry.hpp"
-#include "vectors.hpp"
+#include "lowbit/vectors.hpp"
 
 namespace lowbit::cli {
 
@@ -137,160 +136,6 @@ int run_check(const VectorsOptions& o) {
 
 // ---- the gate --------------------------------------------------------------------------------------
 
-std::size_t code_bytes(const Format& f) {
-  const int b = f.storage_bits();
-  return b <= 8 ? 1 : b <= 16 ? 2 : b <= 32 ? 4 : 8;
-}
-
-struct Plugin {
-  void* handle = nullptr;
-  const lowbit_plugin* table = nullptr;
-  ~Plugin() {
-    if (handle) dlclose(handle);
-  }
-  std::string error() const {
-    const char* e = table->last_error ? table->last_error() : nullptr;
-    return e ? e : "(no message)";
-  }
-};
-
-void load_plugin(const std::string& path, Plugin& p) {
-  // dlopen searches the library path for a bare name; a path with a slash is taken as it is.
-  const std::string where = path.find('/') == std::string::npos ? "./" + path : path;
-  std::error_code ec;
-  if (!fs::is_regular_file(where, ec)) throw InputError("--plugin: '" + path + "' is not a file");
-  p.handle = dlopen(where.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!p.handle) throw InputError("--plugin: cannot load '" + path + "': " + dlerror());
-  void* sym = dlsym(p.handle, LOWBIT_PLUGIN_ENTRY_SYMBOL);
-  if (!sym) throw InputError("--plugin: '" + path + "' does not export " LOWBIT_PLUGIN_ENTRY_SYMBOL);
-  lowbit_plugin_entry_fn entry;
-  static_assert(sizeof entry == sizeof sym);
-  std::memcpy(&entry, &sym, sizeof entry);
-  p.table = entry(LOWBIT_PLUGIN_ABI_VERSION);
-  if (!p.table)
-    throw InputError("--plugin: '" + path + "' cannot serve plugin ABI version " +
-                     std::to_string(LOWBIT_PLUGIN_ABI_VERSION));
-  if (p.table->abi_version != LOWBIT_PLUGIN_ABI_VERSION)
-    throw InputError("--plugin: '" + path + "' speaks plugin ABI version " + std::to_string(p.table->abi_version) +
-                     ", this lowbit " + std::to_string(LOWBIT_PLUGIN_ABI_VERSION));
-}
-
-struct GateRun {
-  std::map<std::string, std::string> results;  // path -> bytes
-  std::map<std::string, std::string> errors;   // path -> why there is no result
-  std::map<std::string, std::string> skip;     // unit -> reason
-};
-
-void gate_convert(const Plugin& p, const V::Golden& g, GateRun& run) {
-  for (const json& e : g.manifest.at("files")) {
-    const std::string path = e.at("path");
-    if (!p.table->convert) {
-      run.skip[path] = "the plugin has no convert entry point";
-      continue;
-    }
-    const std::string from_name = e.at("from"), to_name = e.at("to");
-    const Format* from = find_format(from_name);
-    const Format* to = find_format(to_name);
-    // The golden lines (verified): inputs in order.
-    std::vector<std::uint64_t> inputs;
-    const std::string& text = g.files.at(path);
-    std::size_t pos = 0;
-    while (pos < text.size()) {
-      const std::size_t end = text.find('\n', pos);
-      const std::string line = text.substr(pos, end - pos);
-      pos = end == std::string::npos ? text.size() : end + 1;
-      if (line.empty() || line[0] == '#') continue;
-      inputs.push_back(std::stoull(line.substr(0, line.find(' ')), nullptr, 16));
-    }
-    const std::size_t wi = code_bytes(*from), wo = code_bytes(*to);
-    std::vector<std::uint8_t> in(inputs.size() * wi), out(inputs.size() * wo);
-    for (std::size_t i = 0; i < inputs.size(); ++i)
-      for (std::size_t b = 0; b < wi; ++b) in[i * wi + b] = static_cast<std::uint8_t>(inputs[i] >> (8 * b));
-    std::vector<std::uint8_t> flags(inputs.size());
-    int flags_written = 0;
-    const std::string profile = g.manifest.value("profile", "");
-    const std::string rounding = e.at("rounding"), overflow = e.at("overflow"), subnormals = e.at("subnormals"),
-                      tininess = e.at("tininess");
-    const lowbit_policy pol{profile.c_str(), rounding.c_str(), overflow.c_str(), subnormals.c_str(), tininess.c_str()};
-    const int rc = p.table->convert(from_name.c_str(), to_name.c_str(), &pol, in.data(), inputs.size(), out.data(),
-                                    flags.data(), &flags_written);
-    if (rc == LOWBIT_PLUGIN_UNSUPPORTED) {
-      run.skip[path] = "the plugin does not implement this conversion";
-      continue;
-    }
-    if (rc != LOWBIT_PLUGIN_OK) {
-      run.errors[path] = path + ": the plugin's convert failed: " + p.error();
-      continue;
-    }
-    std::string body;
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-      std::uint64_t code = 0;
-      for (std::size_t b = 0; b < wo; ++b) code |= std::uint64_t{out[i * wo + b]} << (8 * b);
-      body += hex(inputs[i], from->hex_digits()).substr(2) + " " + hex(code, to->hex_digits()).substr(2);
-      if (flags_written) body += " " + hex(flags[i], 2).substr(2);
-      body += "\n";
-    }
-    run.results[path] = body;
-  }
-}
-
-void gate_tensors(const Plugin& p, const V::Golden& g, GateRun& run, bool gemm) {
-  const auto entry = gemm ? p.table->gemm : p.table->quantize;
-  for (const json& c : g.manifest.value("cases", json::array())) {
-    const long long index = c.value("index", 0LL);
-    char id[32];
-    std::snprintf(id, sizeof id, "case-%03lld", index);
-    if (!entry) {
-      run.skip[id] = gemm ? "the plugin has no gemm entry point" : "the plugin has no quantize entry point";
-      continue;
-    }
-    struct Held {
-      io::NpyArray npy;
-      std::string name, format, dtype, path;
-    };
-    std::vector<Held> ins, outs;
-    for (const json& e : g.manifest.at("files")) {
-      if (e.value("case", -1LL) != index) continue;
-      const std::string path = e.at("path");
-      const std::string& bytes = g.files.at(path);
-      Held h{io::parse_npy(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(bytes.data()),
-                                                           bytes.size()),
-                           path),
-             e.value("name", ""), e.value("format", ""), e.value("dtype", ""), path};
-      if (e.at("role") == "input") {
-        ins.push_back(std::move(h));
-      } else {
-        std::fill(h.npy.bytes.begin(), h.npy.bytes.end(), 0);
-        outs.push_back(std::move(h));
-      }
-    }
-    auto arrays = [](std::vector<Held>& v) {
-      std::vector<lowbit_array> a;
-      for (Held& h : v)
-        a.push_back({h.name.c_str(), h.format.c_str(), h.dtype.c_str(), io::dtype_bits(h.npy.dtype) / 8,
-                     static_cast<std::uint32_t>(h.npy.shape.size()), h.npy.shape.data(), h.npy.elements(),
-                     h.npy.bytes.data()});
-      return a;
-    };
-    std::vector<lowbit_array> in_arrays = arrays(ins), out_arrays = arrays(outs);
-    const std::string recipe = c.at("recipe").dump();
-    const int rc = entry(recipe.c_str(), in_arrays.data(), static_cast<std::uint32_t>(in_arrays.size()),
-                         out_arrays.data(), static_cast<std::uint32_t>(out_arrays.size()));
-    if (rc == LOWBIT_PLUGIN_UNSUPPORTED) {
-      run.skip[id] = "the plugin does not implement this recipe";
-      continue;
-    }
-    for (Held& h : outs) {
-      if (rc != LOWBIT_PLUGIN_OK) {
-        run.errors[h.path] = h.path + ": the plugin failed: " + p.error();
-        continue;
-      }
-      const std::vector<std::uint8_t> bytes = io::encode_npy(h.npy.dtype, h.npy.shape, h.npy.bytes);
-      run.results[h.path] = std::string(bytes.begin(), bytes.end());
-    }
-  }
-}
-
 int run_gate(const VectorsOptions& o) {
   const std::size_t report_lines = max_report(o.max_report);
   const std::uint64_t seed = checked_seed(o.seed);
@@ -306,24 +151,11 @@ int run_gate(const VectorsOptions& o) {
       throw InputError(e.what());
     }
   }
-  Plugin p;
-  load_plugin(o.plugin, p);
-  std::cout << "plugin: " << (p.table->name ? p.table->name : "(unnamed)") << " (" << o.plugin << ")\n";
+  const gate::Subject subject = gate::load_plugin(o.plugin);
+  std::cout << "plugin: " << subject.name << " (" << o.plugin << ")\n";
   std::vector<V::SuiteReport> reports;
-  for (const V::Suite& s : generated) {
-    const V::Golden g = V::golden_from(s);
-    GateRun run;
-    const std::string kind = g.manifest.value("kind", "");
-    if (kind == "convert") gate_convert(p, g, run);
-    else gate_tensors(p, g, run, kind == "gemm");
-    const V::Reader reader = [&run](const std::string& path, std::string& error) -> std::optional<std::string> {
-      if (const auto it = run.results.find(path); it != run.results.end()) return it->second;
-      const auto e = run.errors.find(path);
-      error = e != run.errors.end() ? e->second : path + ": no result";
-      return std::nullopt;
-    };
-    reports.push_back(V::compare(g, reader, run.skip, std::max<std::size_t>(report_lines, 1)));
-  }
+  for (const V::Suite& s : generated)
+    reports.push_back(gate::run_suite(subject, V::golden_from(s), std::max<std::size_t>(report_lines, 1)));
   V::print_reports(reports, report_lines);
   write_junit(o.junit, reports, "lowbit gate");
   for (const V::SuiteReport& r : reports)

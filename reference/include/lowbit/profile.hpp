@@ -80,13 +80,15 @@ struct PolicyRequest {
 
 // Resolve a request against a profile (nullptr: built-in defaults rne / nosat / keep) for a target.
 // The target may be replaced (int8 under microxcaling).  On a combination the implementation does not
-// have, returns nullopt and sets `error` to a message naming the option.
+// have, returns nullopt, sets `error` to why, and `argument` (when given) to the request's field at fault:
+// "to" (the target), "rounding", "overflow", "subnormals" or "tininess".  Front ends word the field their way
+// (the command line as --rounding, the Python package as its keyword).
 struct Resolved {
   Policy policy;
   const Format* target;
 };
 std::optional<Resolved> resolve(const Profile* profile, const Format& target, const PolicyRequest& request,
-                                std::string& error);
+                                std::string& error, std::string* argument = nullptr);
 
 // Names of the enum values, as the command line spells them: lowbit::name(v) and lowbit::parse<E>(s)
 // (names.hpp) over the tables in policy.hpp.

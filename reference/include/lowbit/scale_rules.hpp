@@ -64,8 +64,11 @@ LOWBIT_HD inline float e4m3_value(std::uint64_t code) {
   return float_of(sign | b);
 }
 
-// TE compute_scale_from_amax (recipe_common.cuh), docs/semantics.md §4.
-LOWBIT_HD inline float scale_from_amax(float amax_in, float fp8_max, float eps, bool pow2, float value_for_inf) {
+// TE compute_scale_from_amax (recipe_common.cuh), docs/semantics.md §4; ScaleFormat::pow2 keeps the scale's
+// sign and exponent (rounds it down to 2^k), any other format leaves it.
+LOWBIT_HD inline float scale_from_amax(float amax_in, float fp8_max, float eps, ScaleFormat format,
+                                       float value_for_inf) {
+  const bool pow2 = format == ScaleFormat::pow2;
   float a = amax_in;
   if (a < eps) a = eps;  // a NaN amax compares false and skips this
   if (is_inf(a) || a == 0.0f || is_nan(a)) return 1.0f;
@@ -151,12 +154,13 @@ LOWBIT_HD inline float nvfp4_block_dec(float block_amax, float enc_sixth) {
 }
 LOWBIT_HD inline float nvfp4_sixth() { return 1.0f / 6.0f; }  // fp32(1/6), as TE's kernel spells it
 
-// NVFP4 step 6: the element multiplier of a block scale code.  standard: fminf(1 / (scale * S_dec), FLT_MAX)
-// (0 for a zero scale under ZeroScale::reference); fast_math: bf16(fminf(S_enc / scale, bf16 max)).
-LOWBIT_HD inline float nvfp4_multiplier(std::uint64_t sc, float s_enc, float s_dec, bool fast_math,
-                                        bool zero_reference) {
+// NVFP4 step 6: the element multiplier of a block scale code.  Multiplier::reciprocal: fminf(1 / (scale *
+// S_dec), FLT_MAX) (0 for a zero scale under ZeroScale::reference); Multiplier::bf16_quotient (fast-math):
+// bf16(fminf(S_enc / scale, bf16 max)), whatever the zero-scale rule.
+LOWBIT_HD inline float nvfp4_multiplier(std::uint64_t sc, float s_enc, float s_dec, Multiplier multiplier,
+                                        ZeroScale zero_scale) {
   const float scale_f = e4m3_value(sc);
-  if (fast_math) {
+  if (multiplier == Multiplier::bf16_quotient) {
     const float m = fmin_nan_drop(s_enc / scale_f, float_of(0x7F7F0000u));
     constexpr Format f32 = formats::f32;
     constexpr Format bf16 = formats::bf16;
@@ -164,7 +168,7 @@ LOWBIT_HD inline float nvfp4_multiplier(std::uint64_t sc, float s_enc, float s_d
     return float_of(static_cast<std::uint32_t>(
         convert(bf16, convert(f32, bits_of(m), bf16, exact).code, f32, exact).code));
   }
-  if (sc == 0 && zero_reference) return 0.0f;
+  if (sc == 0 && zero_scale == ZeroScale::reference) return 0.0f;
   return fmin_nan_drop(1.0f / (scale_f * s_dec), FLT_MAX);
 }
 

@@ -6,14 +6,12 @@
 #include <sstream>
 
 #include "lowbit/text.hpp"
-#include "cli_util.hpp"
 #include "lowbit/exact.hpp"
 #include "lowbit/io.hpp"
 #include "lowbit/registry.hpp"
 #include "lowbit/value.hpp"
-#include "quantize_common.hpp"
 #include "lowbit/sha256.hpp"
-#include "vectors.hpp"
+#include "lowbit/vectors.hpp"
 
 namespace lowbit::vectors {
 

@@ -13,7 +13,6 @@
 #include <tuple>
 #include <stdexcept>
 
-#include "cli_util.hpp"
 #include "lowbit/convert.hpp"
 #include "lowbit/text.hpp"
 #include "lowbit/gemm.hpp"
@@ -22,9 +21,11 @@
 #include "lowbit/profile.hpp"
 #include "lowbit/registry.hpp"
 #include "lowbit/scale.hpp"
-#include "quantize_common.hpp"
+#include "lowbit/quantized.hpp"
+#include "lowbit/recipe.hpp"
+#include "lowbit/error.hpp"
 #include "lowbit/sha256.hpp"
-#include "vectors.hpp"
+#include "lowbit/vectors.hpp"
 
 namespace lowbit::vectors {
 
@@ -379,21 +380,21 @@ std::vector<TensorCase> scheme_tensors(Rng& rng, int block, bool two_d, bool non
   return v;
 }
 
-struct Recipe {
-  cli::QuantizeOptions o;
+struct LabelledRecipe {
+  lowbit::Recipe o;
   std::string label;
 };
 
-cli::QuantizeOptions qopt(const std::string& scheme, const std::string& element) {
-  cli::QuantizeOptions o;
+lowbit::Recipe qopt(const std::string& scheme, const std::string& element) {
+  lowbit::Recipe o;
   o.scheme = scheme;
   o.element = element;
   return o;
 }
 
-std::vector<Recipe> scheme_recipes(const std::string& family) {
-  std::vector<Recipe> v;
-  auto add = [&](cli::QuantizeOptions o, const std::string& label) { v.push_back({std::move(o), label}); };
+std::vector<LabelledRecipe> scheme_recipes(const std::string& family) {
+  std::vector<LabelledRecipe> v;
+  auto add = [&](lowbit::Recipe o, const std::string& label) { v.push_back({std::move(o), label}); };
   if (family == "tensor" || family == "channel" || family == "token") {
     add(qopt(family, "e4m3"), "e4m3");
     add(qopt(family, "e5m2"), "e5m2");
@@ -410,26 +411,28 @@ std::vector<Recipe> scheme_recipes(const std::string& family) {
     add(p, "1x128-e4m3-pow2");
     add(qopt("block128x128", "e4m3"), "128x128-e4m3");
   } else if (family == "mx") {
-    for (const char* rule : {"floor", "ceil", "even", "rceil", "rne"}) {
+    for (const S::MxRule rule : all<S::MxRule>()) {
       auto o = qopt("mx", "e4m3");
-      o.scale_rule = rule;
-      add(o, std::string("e4m3-") + rule);
+      o.scale_rule = name(rule);
+      add(o, std::string("e4m3-") + name(rule));
     }
     for (const char* el : {"e5m2", "e2m3", "e3m2", "e2m1", "int8"}) add(qopt("mx", el), std::string(el) + "-floor");
     auto r = qopt("mx", "e2m1");
     r.scale_rule = "rceil";
     add(r, "e2m1-rceil");
-    for (const char* nf : {"propagate", "amax"}) {
+    for (const S::NonFinite nf : all<S::NonFinite>()) {
+      if (nf == S::NonFinite::scale_nan) continue;  // the default, in every case above
       auto o = qopt("mx", "e4m3");
-      o.nonfinite = nf;
-      add(o, std::string("e4m3-floor-") + nf);
+      o.nonfinite = name(nf);
+      add(o, std::string("e4m3-floor-") + name(nf));
     }
   } else if (family == "nvfp4" || family == "nvfp4-2d") {
     add(qopt(family, "e2m1"), "standard");
-    for (const char* var : {"fast-math", "4over6", "4over6-mse"}) {
+    for (const S::Variant var : all<S::Variant>()) {
+      if (var == S::Variant::standard) continue;  // the first case
       auto o = qopt(family, "e2m1");
-      o.variant = var;
-      add(o, var);
+      o.variant = name(var);
+      add(o, name(var));
     }
     auto z = qopt(family, "e2m1");
     z.zero_scale = "reference";
@@ -454,9 +457,9 @@ Suite scheme_suite(const std::string& suite, const std::string& family, std::uin
   s.name = suite;
   json cases = json::array();
   int index = 0;
-  for (const Recipe& rc : scheme_recipes(family)) {
-    std::string profile_name;
-    const S::Options so = cli::build_options(rc.o, profile_name);
+  for (const LabelledRecipe& rc : scheme_recipes(family)) {
+    const BuiltRecipe built = build(rc.o);
+    const S::Options& so = built.options;
     const bool two_d = so.block_rows > 1;
     const bool nonfinite = family == "mx" || family == "tensor" || family == "nvfp4";
     Rng rng(seed, suite + "/" + rc.label);
@@ -531,7 +534,7 @@ Suite scheme_suite(const std::string& suite, const std::string& family, std::uin
         with_case(npy_file(dir + "/scale_out.npy", "expected", "scale_out", formats::f32, {1}, {f32_bits(state.scale)}));
       }
       json recipe = json::object();
-      for (const auto& [k, v] : cli::recipe_keys(rc.o, so, q, profile_name)) recipe[k] = v;
+      for (const auto& [k, v] : recipe_keys(rc.o, built, q)) recipe[k] = v;
       if (rc.o.scheme == "block1x128" || rc.o.scheme == "block128x128") recipe["quantization_format"] = rc.o.scheme;
       if (stochastic) recipe["sr_bits"] = std::to_string(rc.o.sr_bits);
       if (family == "delayed") {
@@ -711,9 +714,6 @@ std::string scheme_description(const std::string& f) {
   return "single-level NVFP4 (torchao)";
 }
 
-const char* const scheme_families[] = {"tensor", "delayed", "channel", "token", "block",
-                                       "mx",     "nvfp4",   "nvfp4-2d", "nvfp4-1level"};
-
 }  // namespace
 
 std::vector<SuiteInfo> suites() {
@@ -726,7 +726,8 @@ std::vector<SuiteInfo> suites() {
   for (const Profile& p : profiles())
     v.push_back({std::string("convert16-") + p.name,
                  std::string("element conversions under ") + p.name + ": every bf16 and f16 input (on demand)", false});
-  for (const char* f : scheme_families) v.push_back({std::string("scheme-") + f, scheme_description(f), true});
+  for (const S::Scheme f : all<S::Scheme>())
+    v.push_back({std::string("scheme-") + name(f), scheme_description(name(f)), true});
   for (const gemm::Procedure* p : gemm_procedures())
     v.push_back({std::string("gemm-") + p->name,
                  std::string("GEMM under model ") + p->name + ": random, cancelling and special operands", true});
@@ -773,7 +774,7 @@ void write_suite(const Suite& s, const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
-    throw cli::InputError("--out: '" + dir + "' exists and is not an empty folder");
+    throw ArgumentError("out", "'" + dir + "' exists and is not an empty folder");
   const fs::path target = fs::absolute(fs::path(dir)).lexically_normal();
   const fs::path tmp = target.parent_path() / (target.filename().string() + ".tmp-lowbit");
   fs::remove_all(tmp, ec);
@@ -784,7 +785,7 @@ void write_suite(const Suite& s, const std::string& dir) {
       fs::create_directories(p.parent_path());
       std::ofstream out(p, std::ios::binary | std::ios::trunc);
       out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-      if (!out) throw cli::InputError("--out: cannot write '" + (target / rel).string() + "'");
+      if (!out) throw ArgumentError("out", "cannot write '" + (target / rel).string() + "'");
     };
     for (const File& f : s.files) put(f.path, f.bytes);
     const std::string m = manifest_text(s);
@@ -794,7 +795,7 @@ void write_suite(const Suite& s, const std::string& dir) {
     fs::rename(tmp, target);
   } catch (const fs::filesystem_error& e) {
     fs::remove_all(tmp, ec);
-    throw cli::InputError("--out: cannot write '" + dir + "': " + e.code().message());
+    throw ArgumentError("out", "cannot write '" + dir + "': " + e.code().message());
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;

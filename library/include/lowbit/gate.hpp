@@ -1,0 +1,37 @@
+// The gate: golden suites run through a subject under test, its results compared with the suite's expected
+// files (lowbit/vectors.hpp).  A subject is the plugin ABI's entry points (include/lowbit/plugin.h) as C++
+// callables, so a shared library (`lowbit gate --plugin`) and the Python package's subjects run alike.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "lowbit/plugin.h"
+#include "lowbit/vectors.hpp"
+
+namespace lowbit::gate {
+
+struct Subject {
+  std::string name;  // shown in reports
+  // The entry points, with plugin.h's signatures and return codes; an empty one is not implemented.
+  std::function<int(const char* from, const char* to, const lowbit_policy* policy, const void* in, std::uint64_t n,
+                    void* out, std::uint8_t* flags, int* flags_written)>
+      convert;
+  std::function<int(const char* recipe_json, const lowbit_array* inputs, std::uint32_t n_inputs,
+                    lowbit_array* outputs, std::uint32_t n_outputs)>
+      quantize, gemm;
+  // The message of the last LOWBIT_PLUGIN_ERROR ("(no message)" when the subject gives none).
+  std::function<std::string()> last_error;
+};
+
+// A shared library exporting lowbit_plugin_entry as a subject (the library stays loaded while the subject or a
+// copy of it lives).  Throws ArgumentError ("plugin") for a file that is not there, cannot be loaded, lacks the
+// entry symbol or speaks another ABI version.
+Subject load_plugin(const std::string& path);
+
+// Run one golden suite (convert, scheme or gemm kind) through the subject and compare: each unit the subject
+// declines or lacks an entry point for is skipped with the reason; a subject's error is the unit's problem.
+vectors::SuiteReport run_suite(const Subject& subject, const vectors::Golden& golden, std::size_t max_details);
+
+}  // namespace lowbit::gate

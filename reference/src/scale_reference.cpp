@@ -1,0 +1,353 @@
+// quantize_reference(): what each scaling scheme computes, written as plainly as it can be.  One block at a
+// time, one element at a time, in row-major order; every fp32 step is one IEEE binary32 operation on the
+// host's float type (the build forbids FMA contraction); every element goes through the scalar conversion
+// (convert.hpp), and the per-block rules are the definitions in scale_rules.hpp, which the device
+// quantizers share.  Nothing here is tuned: no batch conversion, no SIMD, no one-pass banding, no block
+// maxima from bit patterns.  quantize() (scale.cpp) is the fast path and is proven equal to this, bit for
+// bit, by conformance/scale/test_oracle.cpp and fuzz/fuzz_scheme.cpp.
+//
+// The operation orders follow docs/semantics.md §4 and the sources each scheme row cites (scale.hpp).
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <stdexcept>
+
+#include "lowbit/convert.hpp"
+#include "lowbit/scale.hpp"
+#include "lowbit/scale_rules.hpp"
+
+namespace lowbit::scale {
+
+namespace {
+
+std::uint32_t bits_of(float f) { return std::bit_cast<std::uint32_t>(f); }
+
+// The value of a code as an f32 (exact for every element and scale format the schemes use).
+float value_of(const Format& f, std::uint64_t code) {
+  const Unpacked u = unpack(f, code);
+  switch (u.cls) {
+    case ValueClass::nan: return std::nanf("");
+    case ValueClass::inf: return u.negative ? -INFINITY : INFINITY;
+    case ValueClass::zero: return u.negative ? -0.0f : 0.0f;
+    case ValueClass::finite: break;
+  }
+  const double v = std::ldexp(static_cast<double>(u.significand), u.exponent);
+  return static_cast<float>(u.negative ? -v : v);
+}
+
+// The schemes' fp32 product of an element and its block's factor: one binary32 multiplication, and where
+// the factor is NaN, that NaN bit for bit (IEEE 754 lets the product of two NaNs be either; the schemes take
+// the factor's, batch.hpp's ScaledBatch rule).  A NaN x with a non-NaN factor gives x quieted.
+float product(float x, float factor) { return std::isnan(factor) ? factor : x * factor; }
+
+// The fp32 quotient x / scale (single-level NVFP4): one binary32 division; a NaN x gives x quieted whatever
+// the scale is (x86's rule for two NaN operands: the first one).
+float quotient(float x, float scale) {
+  return std::isnan(x) ? std::bit_cast<float>(bits_of(x) | 0x00400000u) : x / scale;
+}
+
+// Which elements an amax looks at.
+enum class AmaxOf : std::uint8_t {
+  elements,     // every element; a NaN is dropped (fmaxf), or returned where the options propagate NaN
+  finite_ones,  // NaN and infinities dropped (MX under NonFinite::propagate)
+};
+
+class Reference {
+ public:
+  Reference(const Tensor& x, const Options& o, const std::vector<std::uint32_t>* rbits, Quantized& q)
+      : x_(x), o_(o), el_(*o.element), rbits_(is_stochastic(o.element_policy.rounding) ? rbits : nullptr), q_(q) {}
+
+  void current();
+  void delayed(DelayedState& st);
+  void mx();
+  void nvfp4();
+  void nvfp4_1level();
+
+ private:
+  int rows() const { return x_.rows; }
+  int cols() const { return x_.cols; }
+  std::size_t index(int r, int c) const { return static_cast<std::size_t>(r) * static_cast<std::size_t>(cols()) + c; }
+  float at(int r, int c) const { return x_.data[index(r, c)]; }
+  float elem_max() const { return static_cast<float>(max_value(el_)); }
+
+  // The element code of the f32 value v for element (r, c): the scalar conversion, with that element's
+  // random value under a stochastic rounding.
+  std::uint8_t element(float v, int r, int c) const {
+    const std::uint32_t random = rbits_ ? (*rbits_)[index(r, c)] : 0;
+    return static_cast<std::uint8_t>(convert(formats::f32, bits_of(v), el_, o_.element_policy, random).code);
+  }
+  void set(int r, int c, std::uint8_t code) { q_.codes[index(r, c)] = code; }
+
+  // fmaxf over |x| of rows [r0, r1) x columns [c0, c1), from +0, in row-major order.  A NaN is dropped, or,
+  // where the options propagate NaN (and `of` is `elements`), the first NaN met is the amax (its sign
+  // cleared, as fabs leaves it).
+  float amax(int r0, int r1, int c0, int c1, AmaxOf of) const {
+    float a = 0.0f;
+    for (int r = r0; r < r1; ++r)
+      for (int c = c0; c < c1; ++c) {
+        const float v = std::fabs(at(r, c));
+        if (std::isnan(v)) {
+          if (o_.amax_propagates_nan && of == AmaxOf::elements) return v;
+          continue;
+        }
+        if (of == AmaxOf::finite_ones && std::isinf(v)) continue;
+        a = std::fmax(a, v);
+      }
+    return a;
+  }
+
+  bool holds_nan_or_inf(int r, int c0, int c1) const {
+    for (int c = c0; c < c1; ++c)
+      if (!std::isfinite(at(r, c))) return true;
+    return false;
+  }
+
+  // An f32 value into an e4m3 block scale code: rne, saturating (TE's block scale conversion).
+  static std::uint64_t to_e4m3(float v) {
+    Policy sat;
+    sat.overflow = Overflow::satfinite;
+    return convert(formats::f32, bits_of(v), formats::e4m3, sat).code;
+  }
+
+  void four_over_six_block(int r0, int r1, int c0, int c1, float global, float s_enc, float s_dec);
+  // One candidate's codes of a block of at most 16 x 16 elements, (r - r0) * 16 + (c - c0).
+  using BlockCodes = std::array<std::uint8_t, 256>;
+  float four_over_six_error(const BlockCodes& codes, int r0, int r1, int c0, int c1, std::uint64_t scale,
+                            float global) const;
+
+  const Tensor& x_;
+  const Options& o_;
+  const Format& el_;
+  const std::vector<std::uint32_t>* rbits_;
+  Quantized& q_;
+};
+
+// tensor, channel, token, block: per block, TE compute_scale_from_amax (value_for_inf FLT_MAX) gives the
+// element multiplier s, the stored decode scale is fp32(1 / s), each element is fp32(x * s).  ue8m0-packed
+// blocks take DeepGEMM's scale instead (rules::packed_block_scale).  An empty tensor still has one block.
+void Reference::current() {
+  const SchemeRow& row = scheme_row(o_.scheme);
+  const int br = block_size(row.block_rows, rows(), o_.block_rows);
+  const int bc = block_size(row.block_cols, cols(), o_.block);
+  const bool packed = o_.scale_format == ScaleFormat::ue8m0_packed;
+  q_.block_rows = br;
+  q_.block_cols = bc;
+  q_.scale_format = packed ? &formats::e8m0 : &formats::f32;
+  for (int r0 = 0; r0 < std::max(rows(), 1); r0 += br)
+    for (int c0 = 0; c0 < std::max(cols(), 1); c0 += bc) {
+      const int r1 = std::min(rows(), r0 + br), c1 = std::min(cols(), c0 + bc);
+      const float a = amax(r0, r1, c0, c1, AmaxOf::elements);
+      float s = 0.0f;
+      if (packed) {
+        q_.scales.push_back(rules::packed_block_scale(a, elem_max(), s));
+      } else {
+        s = rules::scale_from_amax(a, elem_max(), o_.eps, o_.scale_format, FLT_MAX);
+        q_.scales.push_back(bits_of(1.0f / s));
+      }
+      for (int r = r0; r < r1; ++r)
+        for (int c = c0; c < c1; ++c) set(r, c, element(product(at(r, c), s), r, c));
+    }
+  if (packed)  // four codes per 32-bit word, the first in bits 7:0
+    for (std::size_t i = 0; i < q_.scales.size(); i += 4) {
+      std::uint32_t w = 0;
+      for (std::size_t k = 0; k < 4 && i + k < q_.scales.size(); ++k)
+        w |= static_cast<std::uint32_t>(q_.scales[i + k]) << (8 * k);
+      q_.packed_scales.push_back(w);
+    }
+}
+
+// TE delayed scaling (delayed_scaling.cu): the elements take the state's scale s (fp32(x * s), decode scale
+// fp32(1 / s)); then this tensor's amax goes into history slot 0 (fmaxf with what is there), the new scale
+// is fp32(fp32(max_elem * 2^-margin) / a) for the history's fmaxf (max) or slot 0 (most_recent) when that
+// is finite and positive (FLT_MAX for an infinite quotient), and the history rolls by one with slot 0
+// zeroed.  A state without history starts with 1024 zeros.
+void Reference::delayed(DelayedState& st) {
+  if (st.history.empty()) st.history.assign(1024, 0.0f);
+  const float s = st.scale;
+  q_.block_rows = std::max(rows(), 1);
+  q_.block_cols = std::max(cols(), 1);
+  q_.scale_format = &formats::f32;
+  q_.scales.push_back(bits_of(1.0f / s));
+  for (int r = 0; r < rows(); ++r)
+    for (int c = 0; c < cols(); ++c) set(r, c, element(product(at(r, c), s), r, c));
+  const float tensor_amax = amax(0, rows(), 0, cols(), AmaxOf::elements);
+  st.history[0] = rules::fmax_nan_drop(st.history[0], tensor_amax);
+  float a = st.history[0];
+  if (st.max_algorithm) {
+    a = 0.0f;
+    for (float h : st.history) a = rules::fmax_nan_drop(a, h);
+  }
+  const float scaled_max = elem_max() * std::ldexp(1.0f, -st.margin);
+  if (std::isfinite(a) && a > 0.0f) {
+    const float next = scaled_max / a;
+    st.scale = std::isinf(next) ? FLT_MAX : next;
+  }
+  const std::vector<float> old = st.history;
+  for (std::size_t i = 0; i < old.size(); ++i) st.history[i] = old[(i + 1) % old.size()];
+  st.history[0] = 0.0f;
+}
+
+// OCP MX: per block of one row, the e8m0 scale e = rules::mx_scale of the block's amax (the finite elements'
+// under NonFinite::propagate); NaN (0xFF) for a block holding NaN or Inf under NonFinite::scale_nan.  Under
+// a NaN scale every element is the element format's conversion of NaN.  Otherwise: the OCP rules (floor,
+// ceil, even) divide by 2^(e - 127) exactly and round once (OCP MX v1.0 §6.3); rceil and rne multiply in
+// fp32 by TE's and torchao's multiplier 2^(127 - e) (rules::mx_multiplier), then convert.
+void Reference::mx() {
+  q_.block_rows = 1;
+  q_.block_cols = o_.block;
+  q_.scale_format = &formats::e8m0;
+  const AmaxOf of = o_.nonfinite == NonFinite::propagate ? AmaxOf::finite_ones : AmaxOf::elements;
+  const bool fp32_multiply = o_.mx_rule == MxRule::rceil || o_.mx_rule == MxRule::rne;
+  const Unpacked nan = unpack(formats::f32, 0x7FC00000u);
+  for (int r = 0; r < rows(); ++r)
+    for (int c0 = 0; c0 < cols(); c0 += o_.block) {
+      const int c1 = std::min(cols(), c0 + o_.block);
+      std::uint64_t e =
+          rules::mx_scale(amax(r, r + 1, c0, c1, of), el_.emax(), elem_max(), el_.mantissa_bits, o_.mx_rule);
+      if (o_.nonfinite == NonFinite::scale_nan && holds_nan_or_inf(r, c0, c1)) e = 0xFF;
+      q_.scales.push_back(e);
+      for (int c = c0; c < c1; ++c) {
+        const std::uint32_t random = rbits_ ? (*rbits_)[index(r, c)] : 0;
+        if (e == 0xFF) {
+          set(r, c, static_cast<std::uint8_t>(round_to(el_, nan, o_.element_policy, random).code));
+        } else if (fp32_multiply) {
+          set(r, c, element(product(at(r, c), rules::mx_multiplier(e)), r, c));
+        } else {
+          Unpacked u = unpack(formats::f32, bits_of(at(r, c)));
+          if (u.cls == ValueClass::finite) u.exponent -= static_cast<int>(e) - 127;
+          set(r, c, static_cast<std::uint8_t>(round_to(el_, u, o_.element_policy, random).code));
+        }
+      }
+    }
+}
+
+// Two-level NVFP4 (TE core_nvfp4.cuh; docs/semantics.md §4 steps 1-7): the tensor amax gives
+// S_enc = rules::nvfp4_s_enc (scale_max * 6 / amax, scale_max 448, or 256 under 4over6) and the stored
+// tensor scale S_dec = fp32(1 / S_enc).  Per block: the decode scale fminf(amax * fp32(S_enc * fp32(1/6)),
+// FLT_MAX) into e4m3, its element multiplier rules::nvfp4_multiplier, each element fp32(x * multiplier).
+// 4over6 picks between two scales per block instead (four_over_six_block).
+void Reference::nvfp4() {
+  const VariantRow& v = variant_row(o_.variant);
+  const int br = block_size(scheme_row(o_.scheme).block_rows, rows(), o_.block_rows);
+  const float global = amax(0, rows(), 0, cols(), AmaxOf::elements);
+  const float s_enc = rules::nvfp4_s_enc(global, v.scale_max, elem_max());
+  const float s_dec = 1.0f / s_enc;
+  q_.tensor_scale = bits_of(s_dec);
+  q_.scale_format = &formats::e4m3;
+  q_.block_rows = br;
+  q_.block_cols = 16;
+  const float enc_sixth = s_enc * rules::nvfp4_sixth();
+  for (int r0 = 0; r0 < rows(); r0 += br)
+    for (int c0 = 0; c0 < cols(); c0 += 16) {
+      const int r1 = std::min(rows(), r0 + br), c1 = std::min(cols(), c0 + 16);
+      if (v.choice != BlockChoice::map_to_6) {
+        four_over_six_block(r0, r1, c0, c1, global, s_enc, s_dec);
+        continue;
+      }
+      const std::uint64_t sc = to_e4m3(rules::nvfp4_block_dec(amax(r0, r1, c0, c1, AmaxOf::elements), enc_sixth));
+      q_.scales.push_back(sc);
+      const float m = rules::nvfp4_multiplier(sc, s_enc, s_dec, v.multiplier, o_.zero_scale);
+      for (int r = r0; r < r1; ++r)
+        for (int c = c0; c < c1; ++c) set(r, c, element(product(at(r, c), m), r, c));
+    }
+}
+
+// 4over6 (TE quantize_4over6_kernel.cuh at commit fca9586d; the reference quantizer
+// transformer_engine/pytorch/custom_recipes/quantization_ref_nvfp4.py): base = fp32(fp32(amax / 6) * S_enc);
+// the map-to-6 scale is e4m3(fminf(base, 448)), the map-to-4 scale e4m3(fminf(fp32(base * 1.5), 448)); each
+// candidate converts the block with its own multiplier; the block keeps map-to-4 only when its summed
+// error (four_over_six_error) is strictly smaller.
+void Reference::four_over_six_block(int r0, int r1, int c0, int c1, float global, float s_enc, float s_dec) {
+  const float base = amax(r0, r1, c0, c1, AmaxOf::elements) / elem_max() * s_enc;
+  const float e4m3_max = static_cast<float>(max_value(formats::e4m3));
+  const std::uint64_t sc4 = to_e4m3(std::fmin(base * 1.5f, e4m3_max));
+  const std::uint64_t sc6 = to_e4m3(std::fmin(base, e4m3_max));
+  const float m4 = rules::nvfp4_multiplier(sc4, s_enc, s_dec, Multiplier::reciprocal, o_.zero_scale);
+  const float m6 = rules::nvfp4_multiplier(sc6, s_enc, s_dec, Multiplier::reciprocal, o_.zero_scale);
+  BlockCodes four{}, six{};
+  for (int r = r0; r < r1; ++r)
+    for (int c = c0; c < c1; ++c) {
+      four[(r - r0) * 16 + (c - c0)] = element(product(at(r, c), m4), r, c);
+      six[(r - r0) * 16 + (c - c0)] = element(product(at(r, c), m6), r, c);
+    }
+  const bool pick4 =
+      four_over_six_error(four, r0, r1, c0, c1, sc4, global) < four_over_six_error(six, r0, r1, c0, c1, sc6, global);
+  q_.scales.push_back(pick4 ? sc4 : sc6);
+  for (int r = r0; r < r1; ++r)
+    for (int c = c0; c < c1; ++c) set(r, c, (pick4 ? four : six)[(r - r0) * 16 + (c - c0)]);
+}
+
+// The summed dequantization error of one 4over6 candidate: per row, from +0 in column order, |d| (or d * d
+// for 4over6-mse) with d = fp32(fp32(fp32(e2m1 value * scale) * tensor amax) / 1536) - x; a 16x16 block
+// adds its sixteen row sums (rows past the tensor's end count 0) as a halving tree: row i + row i+8, then
+// i + i+4, i + i+2, i + i+1.
+float Reference::four_over_six_error(const BlockCodes& codes, int r0, int r1, int c0, int c1, std::uint64_t scale,
+                                     float global) const {
+  const VariantRow& v = variant_row(o_.variant);
+  const bool squared = v.choice == BlockChoice::least_squared_error;
+  const float denom = elem_max() * v.scale_max;
+  const float sf = value_of(formats::e4m3, scale);
+  float row_sums[16] = {};
+  for (int r = r0; r < r1; ++r) {
+    float e = 0.0f;
+    for (int c = c0; c < c1; ++c) {
+      const float d = value_of(el_, codes[(r - r0) * 16 + (c - c0)]) * sf * global / denom - at(r, c);
+      e = e + (squared ? d * d : std::fabs(d));
+    }
+    row_sums[r - r0] = e;
+  }
+  if (q_.block_rows == 1) return row_sums[0];
+  for (int half = 8; half > 0; half /= 2)
+    for (int i = 0; i < half; ++i) row_sums[i] = row_sums[i] + row_sums[i + half];
+  return row_sums[0];
+}
+
+// torchao's single-level NVFP4: per 1x16 block the scale fp32(amax / 6) clamped to [2^-6, 448] (a NaN stays
+// NaN) into e4m3, each element fp32(x / scale).
+void Reference::nvfp4_1level() {
+  q_.scale_format = &formats::e4m3;
+  q_.block_rows = 1;
+  q_.block_cols = 16;
+  for (int r = 0; r < rows(); ++r)
+    for (int c0 = 0; c0 < cols(); c0 += 16) {
+      const int c1 = std::min(cols(), c0 + 16);
+      float s = amax(r, r + 1, c0, c1, AmaxOf::elements) / elem_max();
+      if (s < 0x1p-6f) s = 0x1p-6f;
+      else if (448.0f < s) s = 448.0f;
+      const std::uint64_t sc = to_e4m3(s);
+      q_.scales.push_back(sc);
+      const float scale = value_of(formats::e4m3, sc);
+      for (int c = c0; c < c1; ++c) set(r, c, element(quotient(at(r, c), scale), r, c));
+    }
+}
+
+}  // namespace
+
+Quantized quantize_reference(const Tensor& xin, const Options& oin, const std::vector<std::uint32_t>* rbits,
+                             DelayedState* state) {
+  Options o = oin;
+  require_resolved(o);
+  if (is_stochastic(o.element_policy.rounding) && (!rbits || rbits->size() != xin.data.size()))
+    throw std::invalid_argument("stochastic rounding needs one random value per element");
+  const Tensor x = o.hadamard ? hadamard_rows(xin) : xin;
+  Quantized q;
+  q.scheme = o.scheme;
+  q.element = o.element;
+  q.rows = x.rows;
+  q.cols = x.cols;
+  q.codes.assign(x.data.size(), 0);
+  Reference ref(x, o, rbits, q);
+  DelayedState local;
+  switch (scheme_row(o.scheme).family) {
+    case Family::current: ref.current(); break;
+    case Family::delayed: ref.delayed(state ? *state : local); break;
+    case Family::mx: ref.mx(); break;
+    case Family::nvfp4: ref.nvfp4(); break;
+    case Family::nvfp4_1level: ref.nvfp4_1level(); break;
+  }
+  return q;
+}
+
+}  // namespace lowbit::scale
