@@ -646,6 +646,7 @@ int main(int argc, char** argv) {
   lowbit::cli::add_verify_checkpoint(app);
   lowbit::cli::add_vectors(app);
   lowbit::cli::add_report(app);
+  lowbit::cli::add_merge(app);
 
   // CLI11 reports a stray word as "a subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
