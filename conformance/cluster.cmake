@@ -17,7 +17,7 @@ endif()
 set(_lowbit_cluster_env
   "LOWBIT=$<TARGET_FILE:lowbit>"
   "LOWBIT_PLANTED_PLUGIN=$<TARGET_FILE:lowbit_plugin_planted_bug>")
-foreach(_part shards)
+foreach(_part shards k8s slurm)
   add_test(NAME cluster_${_part}
            COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider
                    ${CMAKE_CURRENT_SOURCE_DIR}/cluster/test_${_part}.py)
