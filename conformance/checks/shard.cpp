@@ -230,33 +230,37 @@ const ordered_json& object_field(const ordered_json& o, std::string_view key, co
 std::variant<LoadedShard, LoadError> load_shard(const fs::path& dir) {
   const std::string where = dir.string();
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return LoadError{true, where + ": not a folder"};
+  if (!fs::is_directory(dir, ec)) return LoadError{LoadFailure::unreadable, where + ": not a folder"};
   const fs::path file = dir / shard_file;
-  if (!fs::is_regular_file(file, ec)) return LoadError{true, where + ": no " + shard_file + " (not a shard's result)"};
+  if (!fs::is_regular_file(file, ec))
+    return LoadError{LoadFailure::unreadable, where + ": no " + shard_file + " (not a shard's result)"};
   const std::uintmax_t size = fs::file_size(file, ec);
-  if (ec) return LoadError{true, file.string() + ": unreadable: " + ec.message()};
+  if (ec) return LoadError{LoadFailure::unreadable, file.string() + ": unreadable: " + ec.message()};
   if (size > max_result_bytes)
-    return LoadError{false, file.string() + ": damaged: larger than any result lowbit writes"};
+    return LoadError{LoadFailure::damaged, file.string() + ": damaged: larger than any result lowbit writes"};
   const std::optional<std::string> text = read_file(file);
-  if (!text) return LoadError{true, file.string() + ": unreadable"};
+  if (!text) return LoadError{LoadFailure::unreadable, file.string() + ": unreadable"};
   const fs::path sum = dir / shard_checksum_file;
   if (!fs::is_regular_file(sum, ec))
-    return LoadError{false, sum.string() + ": damaged: missing (the result is unfinished or was changed)"};
+    return LoadError{LoadFailure::damaged,
+                     sum.string() + ": damaged: missing (the result is unfinished or was changed)"};
   const std::optional<std::string> line = fs::file_size(sum, ec) <= 256 ? read_file(sum) : std::nullopt;
-  if (!line) return LoadError{true, sum.string() + ": unreadable"};
+  if (!line) return LoadError{LoadFailure::unreadable, sum.string() + ": unreadable"};
   if (*line != checksum_line(*text))
-    return LoadError{false, file.string() + ": damaged: its SHA-256 differs from " + shard_checksum_file};
+    return LoadError{LoadFailure::damaged,
+                     file.string() + ": damaged: its SHA-256 differs from " + shard_checksum_file};
   LoadedShard s;
   s.where = where;
   try {
     s.doc = ordered_json::parse(*text);
   } catch (const nlohmann::json::exception& e) {
-    return LoadError{false, file.string() + ": damaged: not JSON: " + e.what()};
+    return LoadError{LoadFailure::damaged, file.string() + ": damaged: not JSON: " + e.what()};
   }
   try {
     const std::string schema = string_field(s.doc, "schema", "shard.json");
     if (schema != shard_schema)
-      return LoadError{false, file.string() + ": foreign: schema '" + schema + "', this lowbit reads " + shard_schema};
+      return LoadError{LoadFailure::damaged,
+                       file.string() + ": foreign: schema '" + schema + "', this lowbit reads " + shard_schema};
     string_field(s.doc, "kind", "shard.json");
     const ordered_json& shard = object_field(s.doc, "shard", "shard.json");
     const std::uint64_t index = uint_field(shard, "index", "shard.json.shard");
@@ -275,12 +279,13 @@ std::variant<LoadedShard, LoadError> load_shard(const fs::path& dir) {
                   {uint_field(space[i], "begin", path), uint_field(space[i], "end", path)}};
       const Range want = shard_range(p.inputs, s.shard);
       if (p.range != want)
-        return LoadError{false, file.string() + ": damaged: '" + p.name + "' holds the range " + range_text(p.range) +
-                                    " of " + std::to_string(p.inputs) + ", where shard " + shard_text(s.shard) +
-                                    " runs " + range_text(want)};
+        return LoadError{LoadFailure::damaged, file.string() + ": damaged: '" + p.name + "' holds the range " +
+                                                   range_text(p.range) + " of " + std::to_string(p.inputs) +
+                                                   ", where shard " + shard_text(s.shard) + " runs " +
+                                                   range_text(want)};
       s.space.push_back(std::move(p));
     }
-  } catch (const Malformed& e) { return LoadError{false, file.string() + ": damaged: " + e.what()}; }
+  } catch (const Malformed& e) { return LoadError{LoadFailure::damaged, file.string() + ": damaged: " + e.what()}; }
   return s;
 }
 

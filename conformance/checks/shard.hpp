@@ -82,11 +82,12 @@ struct LoadedShard {
   std::vector<SpacePart> space;
 };
 
-// Why a folder could not be used: `unreadable` (exit 2: no such folder, no shard.json, a file that cannot
+// Why a folder could not be used: unreadable (exit 2: no such folder, no shard.json, a file that cannot
 // be read) or damaged (exit 1: the checksum differs or is missing, not JSON, a field missing or of the
 // wrong type, a range other than the split's, another schema).  `text` names the folder or file.
+enum class LoadFailure : std::uint8_t { unreadable, damaged };
 struct LoadError {
-  bool unreadable = false;
+  LoadFailure failure = LoadFailure::damaged;
   std::string text;
 };
 

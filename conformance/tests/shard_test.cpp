@@ -212,16 +212,16 @@ TEST(LoadShard, NamesWhatIsWrong) {
     EXPECT_TRUE(std::holds_alternative<LoadError>(r)) << d;
     return std::holds_alternative<LoadError>(r) ? std::get<LoadError>(r) : LoadError{};
   };
-  EXPECT_TRUE(error(dir).unreadable);
+  EXPECT_EQ(error(dir).failure, LoadFailure::unreadable);
   fs::create_directories(dir);
-  EXPECT_TRUE(error(dir).unreadable);
+  EXPECT_EQ(error(dir).failure, LoadFailure::unreadable);
   const ordered_json doc = shard_header("conform", {2, 3}, "0.0.0", "build", ordered_json::object(),
                                         {{"space", 10, shard_range(10, {2, 3})}});
   write_shard(dir, doc);
   EXPECT_TRUE(std::holds_alternative<LoadedShard>(load_shard(dir)));
   std::ofstream(dir / shard_file, std::ios::app) << "\n";
   const LoadError e = error(dir);
-  EXPECT_FALSE(e.unreadable);
+  EXPECT_EQ(e.failure, LoadFailure::damaged);
   EXPECT_NE(e.text.find("SHA-256 differs"), std::string::npos) << e.text;
   fs::remove_all(dir);
 }

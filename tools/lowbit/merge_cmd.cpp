@@ -186,7 +186,8 @@ int run_merge(const MergeOptions& o) {
   std::vector<std::string> unreadable, problems;
   for (const std::string& d : o.dirs) {
     auto r = checks::load_shard(d);
-    if (auto* e = std::get_if<checks::LoadError>(&r)) (e->unreadable ? unreadable : problems).push_back(e->text);
+    if (auto* e = std::get_if<checks::LoadError>(&r))
+      (e->failure == checks::LoadFailure::unreadable ? unreadable : problems).push_back(e->text);
     else loaded.push_back(std::move(std::get<LoadedShard>(r)));
   }
   auto refuse = [](const std::vector<std::string>& lines, int code) {
