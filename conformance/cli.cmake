@@ -11,15 +11,35 @@ set(_lowbit_py_tests
   cli_contract  cli/test_cli.py
   cli_schemes_gemm  cli/test_schemes_cli.py
   cli_checkpoint  cli/test_checkpoint_cli.py
+  cli_result_path  cli/test_result_path.py
   peer_ml_dtypes  peers/test_mldtypes.py
   peer_gfloat  peers/test_gfloat.py
 )
 while(_lowbit_py_tests)
   list(POP_FRONT _lowbit_py_tests _name _file)
+  set(_python ${Python3_EXECUTABLE})
+  set(_env "LOWBIT=$<TARGET_FILE:lowbit>")
+  # The ml_dtypes peer test has two subjects, the command line and the Python package: where the build has
+  # the package (LOWBIT_PYTHON), it runs in the package's virtual environment (python/CMakeLists.txt).
+  if(LOWBIT_PYTHON AND _name STREQUAL "peer_ml_dtypes")
+    set(_python ${LOWBIT_PYTHON_VENV}/bin/python)
+    set(_env "${_env};LOWBIT_REQUIRE_MODULE=1")
+  endif()
   add_test(NAME ${_name}
-           COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/${_file})
+           COMMAND ${_python} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/${_file})
   set_tests_properties(${_name} PROPERTIES
     LABELS quick
-    ENVIRONMENT "LOWBIT=$<TARGET_FILE:lowbit>"
+    ENVIRONMENT "${_env}"
     TIMEOUT 600)
+  if(LOWBIT_PYTHON AND _name STREQUAL "peer_ml_dtypes")
+    set_tests_properties(${_name} PROPERTIES FIXTURES_REQUIRED lowbit_python_venv)
+  endif()
 endwhile()
+
+# Every input without a defined result compared by itself in both modes (the quick run samples bf16 and f16).
+add_test(NAME cli_result_path_all
+         COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_result_path.py)
+set_tests_properties(cli_result_path_all PROPERTIES
+  LABELS full
+  ENVIRONMENT "LOWBIT=$<TARGET_FILE:lowbit>;LOWBIT_RESULT_PATH_ALL=1"
+  TIMEOUT 7200)

@@ -50,6 +50,9 @@ inline Policy draw_policy(FuzzedDataProvider& in) {
   p.quirks.nan_style = nth<NanStyle>(q >> 4 & 0xF);
   p.quirks.unsigned_negative = nth<UnsignedNegative>(q >> 8 & 0xF);
   p.quirks.zero_into_no_zero = nth<ZeroIntoNoZero>(q >> 12 & 0xF);
+  p.quirks.narrow_nan_style = draw<NanStyle>(in);
+  p.quirks.narrow_nan_below = in.ConsumeBool() ? 16 : 32;
+  p.quirks.nan_decode = draw<NanDecode>(in);
   const auto b = in.ConsumeIntegral<std::uint8_t>();
   p.quirks.numpy_half_nan = b & 1;
   p.quirks.identity_copies = (b >> 1) & 1;
@@ -77,7 +80,8 @@ inline std::string policy_text(const Policy& p) {
   const Quirks& q = p.quirks;
   return std::string("rounding ") + name(p.rounding) + " overflow " + name(p.overflow) + " subnormals " +
          name(p.subnormals) + " tininess " + name(p.tininess) + " sr_bits " + std::to_string(p.sr_bits) + " quirks " +
-         name(q.nan_to_no_nan) + "/" + name(q.nan_style) + "/" + name(q.unsigned_negative) + "/" +
+         name(q.nan_to_no_nan) + "/" + name(q.nan_style) + "/" + name(q.narrow_nan_style) + "/" +
+         std::to_string(int(q.narrow_nan_below)) + "/" + name(q.nan_decode) + "/" + name(q.unsigned_negative) + "/" +
          name(q.zero_into_no_zero) + "/" + std::to_string(q.numpy_half_nan) + "/" +
          std::to_string(q.identity_copies) + "/" + std::to_string(q.nozero_lowest_binade_rounds_up) + "/" +
          std::to_string(q.infinity_ignores_saturation);

@@ -9,6 +9,8 @@
 #   LOWBIT_BUILD_TYPE  CMake build type (default: Release)
 #   LOWBIT_CUDA        AUTO (default: build the device side when nvcc is found), ON or OFF
 #   LOWBIT_JOBS        parallel build jobs (default: number of cores)
+#   LOWBIT_PYTHON      ON (default: build the Python package's extension, which the tests install into a
+#                      virtual environment) or OFF
 #   CI                 when "true", warnings are errors (-DLOWBIT_WERROR=ON)
 set -euo pipefail
 
@@ -37,11 +39,16 @@ packages=(
   # The cluster test (conformance/cluster/test_slurm.py): a one-node Slurm started by tools/slurm/local-cluster.
   slurm-wlm munge
 )
-# Python: any python3 with pip will do (a clean Debian has neither until they are installed).
+# Python: any python3 with pip will do (a clean Debian has neither until they are installed).  The Python
+# package's extension needs the interpreter's headers, and its tests a virtual environment (Debian's
+# python3-dev and python3-venv, for Debian's python3).
 if ! command -v python3 >/dev/null 2>&1; then
-  packages+=(python3 python3-pip)
-elif ! python3 -m pip --version >/dev/null 2>&1; then
-  packages+=(python3-pip)
+  packages+=(python3 python3-pip python3-dev python3-venv)
+else
+  if ! python3 -m pip --version >/dev/null 2>&1; then packages+=(python3-pip); fi
+  if [[ $(python3 -c 'import sys; print(sys.executable)') == /usr/bin/* ]]; then
+    packages+=(python3-dev python3-venv)
+  fi
 fi
 
 missing=()
@@ -102,7 +109,12 @@ fi
 
 cmake_args=(-S . -B "$build_dir"
   -DCMAKE_BUILD_TYPE="$build_type"
-  -DLOWBIT_CUDA="${LOWBIT_CUDA:-AUTO}")
+  -DLOWBIT_CUDA="${LOWBIT_CUDA:-AUTO}"
+  -DLOWBIT_PYTHON="${LOWBIT_PYTHON:-ON}")
+# The Python package is built for the interpreter that has the pinned packages (nanobind among them).
+if [[ ${LOWBIT_PYTHON:-ON} == ON ]]; then
+  cmake_args+=(-DPython_EXECUTABLE="$python")
+fi
 if [[ ${CI:-} == true ]]; then
   cmake_args+=(-DLOWBIT_WERROR=ON)
 fi

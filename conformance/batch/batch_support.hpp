@@ -23,9 +23,10 @@ inline std::string describe(const Policy& p) {
   std::ostringstream s;
   s << name(p.rounding) << '/' << name(p.overflow) << '/' << name(p.subnormals) << '/' << name(p.tininess);
   if (is_stochastic(p.rounding)) s << "/sr_bits=" << p.sr_bits;
-  s << " quirks{nan_to_no_nan=" << int(p.quirks.nan_to_no_nan) << ",nan_style=" << int(p.quirks.nan_style)
-    << ",unsigned_negative=" << int(p.quirks.unsigned_negative)
-    << ",zero_into_no_zero=" << int(p.quirks.zero_into_no_zero) << ",numpy_half_nan=" << p.quirks.numpy_half_nan
+  s << " quirks{nan_to_no_nan=" << name(p.quirks.nan_to_no_nan) << ",nan_style=" << name(p.quirks.nan_style)
+    << ",narrow_nan_style=" << name(p.quirks.narrow_nan_style) << ",narrow_nan_below=" << int(p.quirks.narrow_nan_below)
+    << ",nan_decode=" << name(p.quirks.nan_decode) << ",unsigned_negative=" << name(p.quirks.unsigned_negative)
+    << ",zero_into_no_zero=" << name(p.quirks.zero_into_no_zero) << ",numpy_half_nan=" << p.quirks.numpy_half_nan
     << ",identity_copies=" << p.quirks.identity_copies
     << ",nozero_lowest_binade_rounds_up=" << p.quirks.nozero_lowest_binade_rounds_up << '}';
   return s.str();
@@ -104,12 +105,24 @@ inline std::vector<Policy> deterministic_policies() {
 // Every combination of the profile quirks.
 inline std::vector<Quirks> all_quirks() {
   std::vector<Quirks> v;
-  for (NanToNoNan a : {NanToNoNan::plus_max, NanToNoNan::flipped_zero, NanToNoNan::unsupported})
-    for (NanStyle b : {NanStyle::preserve, NanStyle::positive_all_ones, NanStyle::quiet_signed})
-      for (UnsignedNegative c : {UnsignedNegative::nan, UnsignedNegative::magnitude,
-                                 UnsignedNegative::nan_unless_saturating})
-        for (ZeroIntoNoZero d : {ZeroIntoNoZero::smallest, ZeroIntoNoZero::nan_unless_saturating})
-          v.push_back(Quirks{a, b, c, d});
+  for (NanToNoNan a : all<NanToNoNan>())
+    for (NanStyle b : all<NanStyle>())
+      for (UnsignedNegative c : all<UnsignedNegative>())
+        for (ZeroIntoNoZero d : all<ZeroIntoNoZero>())
+          v.push_back(Quirks{.nan_to_no_nan = a, .nan_style = b, .unsigned_negative = c, .zero_into_no_zero = d});
+  return v;
+}
+
+// Every style for NaNs of narrow sources against every style of wide ones, each NaN decoding, both the default
+// and a 16-bit narrow threshold (what Quirks::narrow_nan_style, narrow_nan_below and nan_decode choose).
+inline std::vector<Quirks> nan_source_quirks() {
+  std::vector<Quirks> v;
+  for (NanStyle wide : all<NanStyle>())
+    for (NanStyle narrow : all<NanStyle>())
+      for (NanDecode d : all<NanDecode>())
+        for (std::uint8_t below : {std::uint8_t{32}, std::uint8_t{16}})
+          v.push_back(
+              Quirks{.nan_style = wide, .narrow_nan_style = narrow, .narrow_nan_below = below, .nan_decode = d});
   return v;
 }
 

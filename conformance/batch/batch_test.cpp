@@ -132,7 +132,7 @@ TEST(BatchQuirks, NumpyHalfNanIdentityCopiesLowestBinade) {
   for (Rounding r : {Rounding::rne, Rounding::rna, Rounding::rtz, Rounding::rup, Rounding::rdn, Rounding::rto})
     for (Overflow o : {Overflow::satfinite, Overflow::nosat})
       for (Subnormals s : {Subnormals::keep, Subnormals::ftz_daz}) {
-        for (NanStyle style : {NanStyle::preserve, NanStyle::positive_all_ones, NanStyle::quiet_signed}) {
+        for (NanStyle style : lowbit::all<NanStyle>()) {
           numpy.nan_style = style;
           const Policy p{.rounding = r, .overflow = o, .subnormals = s, .quirks = numpy};
           ASSERT_EQ(compare(formats::f32, random_f32(formats::f16, 4096, 21), formats::f16, p), 0u) << describe(p);
@@ -150,6 +150,50 @@ TEST(BatchQuirks, NumpyHalfNanIdentityCopiesLowestBinade) {
           ASSERT_EQ(compare(formats::f16, all, formats::e4m3, pl), 0u) << describe(pl);
         }
       }
+}
+
+// The styles for NaNs of narrow sources (Quirks::narrow_nan_style, narrow_nan_below, nan_decode): every NaN
+// code of bf16 and f16 and random f32 inputs (NaN payloads of both signs) into every small target.
+TEST(BatchQuirks, NanStylesBySourceWidth) {
+  // The quirks act on NaNs only: every NaN code of bf16 and f16, with zeros and infinities beside them.
+  auto nans = [](const Format& f) {
+    std::vector<std::uint32_t> v = {0x0000, 0x8000, 0x7C00, 0xFC00, 0x7F80, 0xFF80, 0x3C00};
+    for (std::uint32_t c = 0; c < (1u << 16); ++c)
+      if (f.is_nan_code(c)) v.push_back(c);
+    return v;
+  };
+  const auto bf16_nans = nans(formats::bf16), f16_nans = nans(formats::f16);
+  for (const Format* to : small_builtin_targets()) {
+    const auto f32_inputs = random_f32(*to, 512, 29);
+    for (const Quirks& q : nan_source_quirks()) {
+      const Policy p{.quirks = q};
+      ASSERT_EQ(compare(formats::f32, f32_inputs, *to, p), 0u) << to->name << ' ' << describe(p);
+      ASSERT_EQ(compare(formats::bf16, bf16_nans, *to, p), 0u) << to->name << ' ' << describe(p);
+      ASSERT_EQ(compare(formats::f16, f16_nans, *to, p), 0u) << to->name << ' ' << describe(p);
+    }
+  }
+}
+
+// Every profile's resolved policy for each of its targets (per-target NaN styles included), from f32, bf16
+// and f16.
+TEST(BatchQuirks, EveryProfileTarget) {
+  const auto all = all16();
+  for (const Profile& prof : profiles())
+    for (const TargetRule& rule : prof.targets) {
+      if (rule.target->storage_bits() > 16) continue;
+      std::string error;
+      PolicyRequest req;
+      if (!rule.default_rounding)
+        req.rounding = nth<Rounding>(static_cast<std::size_t>(std::countr_zero(rule.roundings)));
+      const auto r = resolve(&prof, *rule.target, req, error);
+      ASSERT_TRUE(r) << prof.name << ' ' << rule.target->name << ": " << error;
+      const Policy& p = r->policy;
+      for (const Format* from : {&formats::bf16, &formats::f16})
+        ASSERT_EQ(compare(*from, all, *r->target, p), 0u)
+            << prof.name << ' ' << from->name << " -> " << r->target->name;
+      ASSERT_EQ(compare(formats::f32, random_f32(*r->target, 4096, 31), *r->target, p), 0u)
+          << prof.name << " f32 -> " << r->target->name;
+    }
 }
 
 // ---- random f32 --------------------------------------------------------------------------------------

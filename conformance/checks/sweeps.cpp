@@ -72,15 +72,33 @@ std::vector<NamedPolicy> sweep_policies(bool reduced) {
     v.push_back({p, ""});
   }
   if (reduced) return v;
-  for (const Profile& prof : profiles())
-    for (Rounding r : {Rounding::rne, Rounding::rtz})
-      for (Overflow o : all<Overflow>()) {
-        Policy p;
-        p.rounding = r;
-        p.overflow = o;
-        p.quirks = prof.quirks;
-        v.push_back({p, std::string("quirks of profile ") + prof.name});
-      }
+  std::vector<Quirks> seen;  // a quirk set shared by several profiles (torch and its variants) is swept once
+  for (const Profile& prof : profiles()) {
+    // The profile's quirks, and each target rule's NaN styles on top of them (TargetRule::nan_style ...).
+    std::vector<std::pair<Quirks, std::string>> quirk_sets = {
+        {prof.quirks, std::string("quirks of profile ") + prof.name}};
+    for (const TargetRule& rule : prof.targets) {
+      if (!rule.nan_style && !rule.narrow_nan_style && !rule.narrow_nan_below) continue;
+      Quirks q = prof.quirks;
+      if (rule.nan_style) q.nan_style = *rule.nan_style;
+      if (rule.narrow_nan_style) q.narrow_nan_style = *rule.narrow_nan_style;
+      if (rule.narrow_nan_below) q.narrow_nan_below = *rule.narrow_nan_below;
+      quirk_sets.push_back({q, std::string("quirks of profile ") + prof.name + " for " + rule.target->name});
+    }
+    for (std::size_t k = 0; k < quirk_sets.size(); ++k) {
+      const auto& [q, label] = quirk_sets[k];
+      if (std::find_if(seen.begin(), seen.end(), [&](const Quirks& s) { return s == q; }) != seen.end()) continue;
+      seen.push_back(q);
+      for (Rounding r : {Rounding::rne, Rounding::rtz})
+        for (Overflow o : all<Overflow>()) {
+          Policy p;
+          p.rounding = r;
+          p.overflow = o;
+          p.quirks = q;
+          v.push_back({p, label});
+        }
+    }
+  }
   return v;
 }
 

@@ -228,7 +228,8 @@ def test_table_refuses_wide_formats():
 
 # ---- profiles -------------------------------------------------------------------------------------
 
-PROFILES = ["ocp", "cuda", "ml_dtypes", "llvm", "te", "torchao", "microxcaling", "p3109"]
+PROFILES = ["ocp", "cuda", "ml_dtypes", "llvm", "te", "torchao", "torch", "torch-strided", "torch-default",
+            "torch-2.12", "xla", "microxcaling", "p3109"]
 
 
 def test_profiles_lists_all():
@@ -237,6 +238,13 @@ def test_profiles_lists_all():
         assert re.search(rf"^{p}\b", out, re.M), p
     j = json.loads(ok(["profiles", "--json"]))
     assert [p["name"] for p in j] == PROFILES
+    # Each profile names the version of the implementation it reproduces, in both outputs.
+    versions = {p["name"]: p["version"] for p in j}
+    assert versions["torch"] == "torch 2.15.0" and versions["xla"] == "jaxlib 0.10.2"
+    assert re.search(r"^torch: .*\(reproduces torch 2\.15\.0\)$", out, re.M)
+    # Per-target NaN styles (PyTorch's bfloat16 NaN is 0xFFFF from f32, 0x7FC0 from narrower sources).
+    bf16 = next(r for r in next(p for p in j if p["name"] == "torch")["targets"] if r["format"] == "bf16")
+    assert bf16["nan_style"] == "negative_all_ones" and bf16["narrow_nan_style"] == "positive_quiet"
 
 
 def test_profiles_json_quirks():
@@ -273,7 +281,16 @@ DIFF_FACTS = [
     ("e8m0", "inf", "ml_dtypes", "0xff"), ("e8m0", "inf", "te", "0xfe"),
     ("e8m0", "3e38", "ml_dtypes", "0xff"), ("e8m0", "3e38", "te", "0xfe"),
     ("e2m1", "nan", "cuda", "0x7"), ("e2m1", "nan", "ml_dtypes", "0x8"), ("e2m1", "nan", "llvm", "unsupported"),
-    ("f16", "nan", "cuda", "0x7fff"), ("f16", "nan", "ml_dtypes", "0x7e00"),
+    ("f16", "f32:0x7f810000", "cuda", "0x7fff"), ("f16", "f32:0x7f810000", "ml_dtypes", "0x7c08"),
+    # The peer profiles (reference/src/profile.cpp cites each source line).
+    ("e4m3", "480", "torch", "0x7e"), ("e4m3", "480", "torch-2.12", "0x7f"), ("e4m3", "480", "xla", "0x7f"),
+    ("e5m2", "61440", "torch", "0x7c"), ("e5m2", "f32:0xffc00000", "torch", "0xff"),
+    ("e5m2", "f32:0xffc00000", "xla", "0xfe"), ("e5m2", "f16:0xfe00", "xla", "0x7f"),
+    ("bf16", "f32:0x7f810000", "torch", "0xffff"), ("bf16", "f32:0x7f810000", "torch-strided", "0x7fc0"),
+    ("f16", "bf16:0xff81", "torch-default", "0xfe00"), ("f16", "e4m3:0xff", "torch", "0xff80"),
+    ("e2m1", "-nan", "xla", "0x8"), ("e2m1", "-nan", "ml_dtypes", "0x0"),
+    ("e4m3", "e4m3fnuz:0x80", "torch", "0x7f"), ("e4m3", "e4m3fnuz:0x80", "ml_dtypes", "0xff"),
+    ("e8m0", "1.5", "torch", "0x80"), ("e8m0", "-1", "torch", "0x7f"), ("e8m0", "f32:0x00400001", "torch", "0x01"),
     ("e2m1", "5", "microxcaling", "0x7"), ("e2m1", "5", "ocp", "0x6"),
     ("int8", "-2", "ocp", "0x80"), ("int8", "-2", "microxcaling", "0xff"),
     ("e4m3", "-nan", "cuda", "0x7f"), ("e4m3", "-nan", "ml_dtypes", "0xff"),
@@ -298,11 +315,31 @@ def test_profiles_diff_keeps_only_disagreements(diff):
     assert set(diff[("e4m3", "480")]["results"]) == set(PROFILES)
 
 
+def test_profiles_diff_groups(diff):
+    """Each row groups the profiles by result: every profile with the conversion in exactly one group, the
+    groups' codes distinct, and the rows ordered by format with their input class named."""
+    for key, row in diff.items():
+        grouped = [p for g in row["groups"] for p in g["profiles"]]
+        have = sorted(p for p, c in row["results"].items() if c is not None)
+        assert sorted(grouped) == have, key
+        assert sorted(row["no_conversion"]) == sorted(p for p, c in row["results"].items() if c is None), key
+        assert len({(g["target"], g["code"]) for g in row["groups"]}) == len(row["groups"]) >= 2, key
+        for g in row["groups"]:
+            for p in g["profiles"]:
+                assert row["results"][p]["code"] == g["code"] or (g["code"] is None and row["results"][p].get("unsupported"))
+        assert row["class"] in ("NaN", "Inf", "overflow", "tie", "subnormal", "zero", "negative", "encoding"), key
+    classes = {(r["target"], r["class"]) for r in diff.values()}
+    for want in [("e4m3", "NaN"), ("e4m3", "overflow"), ("e5m2", "Inf"), ("bf16", "NaN"), ("f16", "NaN"),
+                 ("e2m1", "tie"), ("e8m0", "zero"), ("e8m0", "subnormal")]:
+        assert want in classes, want
+
+
 def test_profiles_diff_text():
     out = ok(["profiles", "--diff"])
-    head = out.splitlines()[0].split()
-    assert head[:2] == ["target", "input"] and head[2:] == PROFILES
-    assert re.search(r"^e4m3\s+480\s", out, re.M)
+    assert out.splitlines()[0].split() == ["format", "class", "input", "result:", "implementations"]
+    line = next(x for x in out.splitlines() if re.match(r"^e4m3\s+overflow\s+480\s", x))
+    assert "0x7e=448:" in line and "torch" in line.split(":")[-1].split()
+    assert re.search(r"^\s+0x7f=nan: .*\btorch-2\.12\b", out, re.M)
 
 
 # ---- convert: docs/semantics.md §3 CUDA table (f32 inputs) ------------------------------------------------

@@ -266,3 +266,28 @@ TEST(TensorCoreModels, BlockScaledFp4TruncatesPastF35) {
 }
 
 }  // namespace
+
+// The sign of a zero (MMA-Sim: +0 for every zero result).  bf16 -2^-75 (0x9A00) * 2^-75 (0x1A00) = -2^-150:
+// C = +0 takes exponent -126, so the product is kept exactly on the grid 2^-151 (F = 25) and the sum is
+// -2^-150, nonzero; f32 has nothing below 2^-149, so rounding toward zero gives zero, and the model gives
+// +0 (0x00000000), not -0.  Likewise in ampere-bf16 (F = 24, grid 2^-150) and ampere-tf32 (f32 -2^-75 is
+// 0x9A000000, a tf32 value).  Blackwell mxf8f6f4 with both ue8m0 scales 2^-127 (0x00): e4m3 -1 * 1 * 2^-254
+// truncates to zero: +0.  An exact zero sum (here -1 + 1) was +0 before and stays so.
+TEST(TensorCoreModels, TinyNegativeSumIsPositiveZero) {
+  for (const char* m : {"hopper-bf16", "ampere-bf16"})
+    EXPECT_EQ(run(m, row(F::bf16, {0x9A00}), col(F::bf16, {0x1A00})), 0x00000000u) << m;
+  EXPECT_EQ(run("hopper-tf32", row(F::f32, {0x9A000000}), col(F::f32, {0x1A000000})), 0x00000000u);
+  EXPECT_EQ(run("ampere-tf32", row(F::f32, {0x9A000000}), col(F::f32, {0x1A000000})), 0x00000000u);
+  // The same magnitude positive: +0 as before (the sum truncates toward zero).
+  EXPECT_EQ(run("hopper-bf16", row(F::bf16, {0x1A00}), col(F::bf16, {0x1A00})), 0x00000000u);
+  // -2^-149 itself is representable: -min subnormal (0x80000001), the sign kept.
+  EXPECT_EQ(run("hopper-bf16", row(F::bf16, {0x9A00}), col(F::bf16, {0x1A80})), 0x80000001u);
+  std::vector<std::uint64_t> a(32, 0), b(32, 0);
+  a[0] = 0xB8;  // e4m3 -1
+  b[0] = 0x38;  // 1
+  const Matrix s0{&F::e8m0, 1, 1, {0x00}}, s1{&F::e8m0, 1, 1, {0x00}};
+  const auto* mx = lowbit::gemm::find_model("blackwell-mxf8f6f4");
+  ASSERT_NE(mx, nullptr);
+  EXPECT_EQ(lowbit::gemm::run_model(*mx, row(F::e4m3, a), col(F::e4m3, b), nullptr, &s0, &s1)[0], 0x00000000u);
+  EXPECT_EQ(run("hopper-bf16", row(F::bf16, {0xBF80, 0x3F80}), col(F::bf16, {0x3F80, 0x3F80})), 0x00000000u);
+}

@@ -18,9 +18,9 @@
 // tests): NaN and infinite inputs and NaN payloads; saturation (only Overflow::nosat is compared here);
 // where the target has no infinity, the NaN (or, without NaN, the largest value) that an overflow to
 // infinity becomes; ftz/daz and tininess "before rounding" (MPFR detects tininess after rounding only);
-// negative values into unsigned formats; zero and values below 2^-127 into e8m0, which has no zero; e8m0's
-// ties under rne (precision 1 has no even neighbour: MPFR rounds such a tie away, lowbit to the even biased
-// exponent); and -0 where the format has none (FNUZ, P3109, two's complement: lowbit gives +0).
+// negative values into unsigned formats; zero and values below 2^-127 into e8m0, which has no zero; ties
+// under rne in formats of precision 1 (e8m0, P3109 binaryKp1: no even neighbour, MPFR rounds such a tie away,
+// lowbit to the even code as P3109 defines it); and -0 where the format has none (FNUZ, P3109, two's complement: lowbit gives +0).
 //
 // Tiers: MpfrQuick samples every sweep (a few seconds); MpfrFull is exhaustive where practical: every code
 // of bf16, f16 and every 8-bit (and narrower) format as the source, and for f32 and f64 sources every
@@ -89,6 +89,10 @@ const Target k_targets[] = {
     {"ue4m3", 4, 3, 7, Sign::none, NanAt::all_ones, InfAt::none, true, 448},
     {"int8", 0, 7, 6, Sign::twos_complement, NanAt::none, InfAt::none, true, 127.0 / 64},
     {"int8sm", 0, 7, 6, Sign::magnitude, NanAt::none, InfAt::none, true, 127.0 / 64},
+    // Precision 1: a zero and no subnormals, so a nonzero value below 2^emin rounds to 0 or 2^emin and is tiny
+    // (IEEE 754-2019 §7.5); binary8p1se: 7 exponent bits, bias 2^6, ±inf at the top codes, max 2^(126-64).
+    {"binary8p1se", 7, 0, 64, Sign::magnitude, NanAt::negative_zero, InfAt::top, true, 0x1p62},
+    {"binary8p1sf", 7, 0, 64, Sign::magnitude, NanAt::negative_zero, InfAt::none, true, 0x1p63},
     {"binary8p3se", 5, 2, 16, Sign::magnitude, NanAt::negative_zero, InfAt::top, true, 49152},
     {"binary8p4sf", 4, 3, 8, Sign::magnitude, NanAt::negative_zero, InfAt::none, true, 240},
     {"binary8p5se", 3, 4, 4, Sign::magnitude, NanAt::negative_zero, InfAt::top, true, 15},
@@ -99,9 +103,6 @@ const Target k_targets[] = {
     {"e3m2b2-fn", 3, 2, 2, Sign::magnitude, NanAt::all_ones, InfAt::none, true, 0x1.8p5},
     {"e4m2u", 4, 2, 7, Sign::none, NanAt::ieee, InfAt::ieee, true, 224},
 };
-// P3109 formats of precision 1 (binary8p1se, ...) have a zero but no subnormals.  They are not compared
-// here: lowbit raises no underflow flag when a nonzero value below 2^emin rounds to 0 or 2^emin in such a
-// format, where IEEE 754-2019 §7.5 (tininess) and MPFR do (docs/semantics.md §9).
 
 bool fixed_point(const Target& t) { return t.e == 0; }
 int code_bits(const Target& t) { return t.e + t.m + (t.sign == Sign::none ? 0 : 1); }
@@ -262,7 +263,7 @@ Expected expected_float(const Target& t, mpfr_srcptr x, Rounding mode, mpfr_ptr 
     const mpfr_rnd_t dir = round_emulated(coarse, fine, MPFR_RNDZ, e0, e1, sub) == 0 ? MPFR_RNDZ : MPFR_RNDA;
     mpfr_set(unbounded, x, rna_direction_unbounded(x, prec));
     mpfr_set_ui_2exp(smallest_normal, 1, emin(t), MPFR_RNDN);
-    tiny = sub && !mpfr_zero_p(unbounded) && mpfr_cmpabs(unbounded, smallest_normal) < 0;
+    tiny = t.has_zero && !fixed_point(t) && !mpfr_zero_p(unbounded) && mpfr_cmpabs(unbounded, smallest_normal) < 0;
     mpfr_clear_flags();
     ternary = round_emulated(y, x, dir, e0, e1, sub);
   } else {
@@ -452,13 +453,14 @@ bool outside_oracle(const Target& t, mpfr_srcptr x, Rounding mode) {
     Mp smallest(8);
     mpfr_set_ui_2exp(smallest, 1, emin(t), MPFR_RNDN);
     if (mpfr_cmpabs(x, smallest) < 0) return true;
-    if (mode == Rounding::rne && t.m == 0) {
-      // A tie between two powers of two: x = 3 * 2^k.
-      Mp two_bits(2);
-      if (mpfr_set(two_bits, x, MPFR_RNDN) == 0 && !mpfr_zero_p(two_bits)) {
-        Mp one_bit(1);
-        if (mpfr_set(one_bit, two_bits, MPFR_RNDN) != 0) return true;
-      }
+  }
+  if (mode == Rounding::rne && t.m == 0 && !fixed_point(t)) {
+    // A tie between two powers of two: x = 3 * 2^k.  Precision 1 has no even significand; lowbit (after P3109's
+    // ties-to-even on the encoding, as gfloat computes it) takes the even code, MPFR rounds such a tie away.
+    Mp two_bits(2);
+    if (mpfr_set(two_bits, x, MPFR_RNDN) == 0 && !mpfr_zero_p(two_bits)) {
+      Mp one_bit(1);
+      if (mpfr_set(one_bit, two_bits, MPFR_RNDN) != 0) return true;
     }
   }
   return false;

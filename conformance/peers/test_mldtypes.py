@@ -1,4 +1,5 @@
-"""Differential test: `lowbit convert --profile ml_dtypes` against ml_dtypes (numpy `astype`).
+"""Differential test: `lowbit convert --profile ml_dtypes` and the Python package's
+`lowbit.convert(..., profile="ml_dtypes")` against ml_dtypes (numpy `astype`): one test, two subjects.
 
 Every bf16 and f16 code and 10^6 seeded-random f32 bit patterns (plus every class's boundary patterns)
 go into every ml_dtypes format; the codes must agree bit for bit, NaN codes included.  Expected codes
@@ -24,6 +25,26 @@ import pytest
 ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes is not installed (pip install -r requirements.txt)")
 
 LOWBIT = os.environ.get("LOWBIT", "lowbit")
+
+
+def _module():
+    """The Python package, or None.  Where the build installed it (-DLOWBIT_PYTHON=ON: ctest runs this file in
+    the package's virtual environment with LOWBIT_REQUIRE_MODULE=1) its absence is a failure, not a skip."""
+    try:
+        import lowbit
+    except ImportError:
+        if os.environ.get("LOWBIT_REQUIRE_MODULE") == "1":
+            raise
+        return None
+    return lowbit
+
+
+@pytest.fixture(params=["cli", "module"], scope="module")
+def subject(request):
+    """How lowbit is asked: the command line (`lowbit convert --raw`) or the Python module."""
+    if request.param == "module" and _module() is None:
+        pytest.skip("the lowbit Python package is not installed (configure with -DLOWBIT_PYTHON=ON, or pip install .)")
+    return request.param
 
 # ml_dtypes type name -> lowbit format name.
 TARGETS = {
@@ -88,8 +109,12 @@ def cached_source(name):
     return _cache[name]
 
 
-def lowbit_codes(src, target, bits):
+def lowbit_codes(subject, src, target, bits, values):
     out_dtype = np.uint16 if dtype_width(target) == 2 else np.uint8
+    if subject == "module":
+        codes = np.asarray(_module().convert(values, TARGETS[target], profile="ml_dtypes")).view(out_dtype)
+        assert codes.size == bits.size, "one code per input"
+        return codes
     run = subprocess.run(
         [LOWBIT, "convert", "--raw", "--profile", "ml_dtypes", "--from", src, "--to", TARGETS[target]],
         input=bits.tobytes(), capture_output=True, check=False)
@@ -127,10 +152,10 @@ def mismatch_report(src, target, bits, ref, got, mask):
     return "\n".join(lines), idx.size
 
 
-def compare(src, target, select):
+def compare(subject, src, target, select):
     bits, values = cached_source(src)
     ref = peer_codes(target, values)
-    got = lowbit_codes(src, target, bits)
+    got = lowbit_codes(subject, src, target, bits, values)
     mask = select(bits, values)
     assert mask.any(), "the selection must not be empty"
     text, n = mismatch_report(src, target, bits, ref, got, mask)
@@ -143,11 +168,11 @@ def is_nan(values):
 
 @pytest.mark.parametrize("target", list(TARGETS))
 @pytest.mark.parametrize("src", list(SOURCES))
-def test_non_nan_inputs(src, target):
+def test_non_nan_inputs(subject, src, target):
     def select(bits, values):
         keep = ~is_nan(values)
         return keep
-    compare(src, target, select)
+    compare(subject, src, target, select)
 
 
 def nan_cases():
@@ -157,13 +182,13 @@ def nan_cases():
 
 
 @pytest.mark.parametrize("src,target", list(nan_cases()))
-def test_nan_inputs(src, target):
-    compare(src, target, lambda bits, values: is_nan(values))
+def test_nan_inputs(subject, src, target):
+    compare(subject, src, target, lambda bits, values: is_nan(values))
 
 
 @pytest.mark.parametrize("src", ["f32", "bf16"])
-def test_e8m0_subnormal_inputs(src):
-    compare(src, "float8_e8m0fnu", lambda bits, values: e8m0_subnormal_quirk(src, bits))
+def test_e8m0_subnormal_inputs(subject, src):
+    compare(subject, src, "float8_e8m0fnu", lambda bits, values: e8m0_subnormal_quirk(src, bits))
 
 
 def test_peer_facts():
@@ -175,3 +200,36 @@ def test_peer_facts():
     assert [int(c) for c in e8] == [0x80, 0x81, 0x82, 0x7F, 0xFF, 0xFF, 0x00, 0xFF]
     nan = np.array([np.nan, -np.nan], dtype=np.float32)
     assert [int(c) for c in nan.astype(ml_dtypes.float4_e2m1fn).view(np.uint8)] == [0x8, 0x0]
+
+
+# ---- 8- and fewer-bit sources (peerlib's harness) ---------------------------------------------------------
+import peerlib  # noqa: E402
+
+NARROW = [n for n in TARGETS.values() if peerlib.width(n) == 1]
+
+
+def narrow_pairs():
+    for src in NARROW:
+        for dst in TARGETS.values():
+            # ml_dtypes has no cast between float8_e8m0fnu and the other narrow types (numpy refuses it).
+            if (src == "e8m0") != (dst == "e8m0") and peerlib.width(dst) == 1:
+                continue
+            yield src, dst
+
+
+@pytest.mark.parametrize("src,dst", list(narrow_pairs()))
+def test_narrow_sources(src, dst):
+    """Every code of every 8-, 6- and 4-bit ml_dtypes type into every ml_dtypes type, NaN codes included."""
+    inputs = peerlib.every_code(src)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = inputs.view(peerlib.numpy_dtype(src)).astype(peerlib.numpy_dtype(dst)).view(peerlib.code_dtype(dst))
+    peerlib.assert_same(peerlib.compare("ml_dtypes astype vs --profile ml_dtypes", src, dst, "ml_dtypes", inputs,
+                                        ref, "ml_dtypes"))
+
+
+def test_no_cast_between_e8m0_and_fp8():
+    """The pairs test_narrow_sources leaves out: numpy refuses them, so there is nothing to compare."""
+    x = np.zeros(2, dtype=ml_dtypes.float8_e4m3fn)
+    with pytest.raises(TypeError):
+        x.astype(ml_dtypes.float8_e8m0fnu)

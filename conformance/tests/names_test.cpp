@@ -63,6 +63,7 @@ TEST(Names, PolicyEnums) {
   check_table<Tininess>("Tininess");
   check_table<NanToNoNan>("NanToNoNan");
   check_table<NanStyle>("NanStyle");
+  check_table<NanDecode>("NanDecode");
   check_table<UnsignedNegative>("UnsignedNegative");
   check_table<ZeroIntoNoZero>("ZeroIntoNoZero");
 }

@@ -13,14 +13,8 @@ using scale::Scheme;
 using scale::ScaleFormat;
 
 bool same_policy(const Policy& a, const Policy& b) {
-  const Quirks &x = a.quirks, &y = b.quirks;
   return a.rounding == b.rounding && a.overflow == b.overflow && a.subnormals == b.subnormals &&
-         a.tininess == b.tininess && a.sr_bits == b.sr_bits && x.nan_to_no_nan == y.nan_to_no_nan &&
-         x.nan_style == y.nan_style && x.unsigned_negative == y.unsigned_negative &&
-         x.zero_into_no_zero == y.zero_into_no_zero && x.numpy_half_nan == y.numpy_half_nan &&
-         x.identity_copies == y.identity_copies &&
-         x.nozero_lowest_binade_rounds_up == y.nozero_lowest_binade_rounds_up &&
-         x.infinity_ignores_saturation == y.infinity_ignores_saturation;
+         a.tininess == b.tininess && a.sr_bits == b.sr_bits && a.quirks == b.quirks;
 }
 
 Policy cuda_profile_policy(const Format& element) {

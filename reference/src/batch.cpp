@@ -69,7 +69,8 @@ struct Params {
   bool inf_needs_blend_codes = false; // ... its code is not the overflow code
   // Rules.
   bool no_zero = false;           // the exponent field 0 is a normal binade (e8m0)
-  bool subnormal_results = false;  // the target has subnormals, so results can be tiny
+  bool subnormal_results = false;  // the target has subnormals (what FTZ flushes)
+  bool tiny_results = false;       // results can be tiny (Format::has_tiny_range)
   bool ftz = false;
   bool tininess_before = false;
   bool unsigned_reject = false;  // a negative non-zero value into an unsigned format has a fixed result
@@ -311,7 +312,7 @@ HWY_INLINE VU Convert(DU du, const Params& c, VU x, MU f16_subnormal, VU r) {
 
   // (5) Tininess.
   MU tiny = hn::And(neg_in, hn::Not(neg_in));
-  if ((kFlags || ftz) && c.subnormal_results) {
+  if ((kFlags || ftz) && c.tiny_results) {
     if (c.tininess_before) {
       tiny = hn::RebindMask(du, hn::Gt(t, hn::Zero(di)));
     } else {
@@ -694,6 +695,7 @@ Params make_params(Source source, const Format& to, const Policy& p) {
   c.code_mask = static_cast<std::uint32_t>(bits::ones(to.code_bits()));
   c.no_zero = !to.has_zero;
   c.subnormal_results = to.has_subnormals();
+  c.tiny_results = to.has_tiny_range();
   c.ftz = flushes_results(p.subnormals);
   c.tininess_before = p.tininess == Tininess::before;
   c.sr_bits = static_cast<std::uint32_t>(p.sr_bits);
@@ -729,11 +731,12 @@ Params make_params(Source source, const Format& to, const Policy& p) {
     c.unsigned_negative = pack(o.result);
   }
   using NP = Params::NanPayload;
-  const bool ieee_nan = to.nan == NanEncoding::ieee && p.quirks.nan_style != NanStyle::positive_all_ones;
+  // The style rules::nan_result applies to this source's NaNs (Quirks::narrow_nan_style for bf16 and f16).
+  const NanStyle style = rules::nan_style_for(p.quirks, rep.format->storage_bits());
+  const bool ieee_nan = to.nan == NanEncoding::ieee && !rules::all_ones_style(style);
   if (ieee_nan && p.quirks.numpy_half_nan && to.exponent_bits == 5 && to.mantissa_bits == 10 && source == Source::f32)
     c.nan_payload = NP::numpy_half;  // the f32 payload is wider than 10 bits; bf16's and f16's are not
-  else if (ieee_nan && p.quirks.nan_style == NanStyle::preserve)
-    c.nan_payload = NP::below_quiet_bit;
+  else if (ieee_nan && style == NanStyle::preserve) c.nan_payload = NP::below_quiet_bit;
   c.lowest_binade_up = p.quirks.nozero_lowest_binade_rounds_up && !to.has_zero;
   // rules::nan_result keeps the payload bits below the source's quiet bit, aligned at the top of the
   // target's mantissa: in the f32 layout (bf16 and f16 payloads sit at the top of it) that is a right

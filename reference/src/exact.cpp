@@ -248,7 +248,7 @@ Result round(const Format& to, const Value& x, const Policy& p, std::uint64_t rb
   if (inexact && p.quirks.nozero_lowest_binade_rounds_up && !to.has_zero && e == emin) away = true;
 
   bool tiny = false;
-  if (to.has_subnormals()) {
+  if (to.has_tiny_range()) {
     if (p.tininess == Tininess::before) {
       tiny = q < pow2(emin);
     } else {

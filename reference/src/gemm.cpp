@@ -692,6 +692,13 @@ const Format& accumulator_format(const TensorCoreModel& m) {
 
 const Format e8m13{.name = "e8m13", .bits = 22, .exponent_bits = 8, .mantissa_bits = 13, .bias = 127};
 
+// A zero result is +0, also when a nonzero negative sum truncates to zero (|sum| < 2^-149 in f32, below
+// 2^-126 * 2^-13 in e8m13): MMA-Sim gives +0 there, in c785138 because math.trunc returns an integer
+// (mmasim/simulator/arithmetic.py:192, nv_fused_dot_add) and in 2.1.1 by adding +0.0 to every result
+// (mmasim/arithmetic/fdpa.py:102 and :179, "-0.0 to +0.0").  No hardware run has reached the case yet (the
+// H200 data of reports/device/ has no such sum); the f16-output rule below is the H200's.
+std::uint32_t positive_zero(std::uint32_t f32_code) { return (f32_code & 0x7FFFFFFFu) == 0 ? 0u : f32_code; }
+
 // The exact aligned sum `sum` * 2^(emax - F) rounded to the model's output.
 std::uint32_t round_sum(const TensorCoreModel& model, i128 sum, int emax) {
   Unpacked u;
@@ -727,12 +734,12 @@ std::uint32_t round_sum(const TensorCoreModel& model, i128 sum, int emax) {
       // MMA-Sim converts its normalised value to f32 by the nearest rule, so a result beyond the
       // largest finite value becomes infinity, not max (unconfirmed on hardware).
       if (r.flags & flag::overflow) return static_cast<std::uint32_t>(formats::f32.encode(u.negative, formats::f32.inf_magnitude()));
-      return static_cast<std::uint32_t>(r.code);
+      return positive_zero(static_cast<std::uint32_t>(r.code));
     }
     case Output::f32_e8m13_rz: {
       const Result r = round_to(e8m13, u, rz);
       if (r.flags & flag::overflow) return static_cast<std::uint32_t>(formats::f32.encode(u.negative, formats::f32.inf_magnitude()));
-      return static_cast<std::uint32_t>(convert(e8m13, r.code, formats::f32, rne_policy).code);
+      return positive_zero(static_cast<std::uint32_t>(convert(e8m13, r.code, formats::f32, rne_policy).code));
     }
   }
   return 0;
@@ -1159,9 +1166,12 @@ std::uint32_t model_step(const TensorCoreModel& model, const Format& fa, std::sp
     // summed exactly, multiplied by the scale significands, and aligned by the scales' exponent sum.
     for (std::size_t g = 0; g * 16 < a.size(); ++g) {
       const std::size_t si = g * 16 / static_cast<std::size_t>(model.scale_block);
-      Unpacked s0 = unpack(*scale_format, sa[si]), s1 = unpack(*scale_format, sb[si]);
+      // ue4m3 and e8m0 are unsigned formats: their codes have no sign bit (a ue4m3 code is below 0x80, which
+      // the command line's operand check enforces), so a scale is never negative.  MMA-Sim holds ue4m3 scales
+      // in float8_e4m3fn tensors and clears their top bit (mmasim/arithmetic/helper.py
+      // truncate_e4m3_to_ue4m3: x & 0x7F), the same values.
+      const Unpacked s0 = unpack(*scale_format, sa[si]), s1 = unpack(*scale_format, sb[si]);
       if (s0.cls == ValueClass::nan || s1.cls == ValueClass::nan) sp.nan = true;
-      s0.negative = s1.negative = false;  // ue4m3 scales: the sign bit is ignored
       i128 group = 0;
       int frac = 0;
       for (std::size_t k = g * 16; k < std::min(a.size(), g * 16 + 16); ++k) {

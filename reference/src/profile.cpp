@@ -137,16 +137,103 @@ const TargetRule microxcaling_rules[] = {
     {&F::e8m0, bit(R::rtz), R::rtz, sat, O::satfinite, "shared exponent: floor(log2)"},
 };
 
+// ---- torch: PyTorch 2.15.0's element casts (`x.to(dtype)`) on the CPU, x86-64 with AVX2 or AVX-512 dispatch.
+// Every cast widens the source to f32 exactly and rounds that once (c10's conversion functions take a float).
+// Lines are those of the 2.15.0 tag (the same files ship in the wheel under torch/include).
+//  - float8_e4m3fn: torch/headeronly/util/Float8_e4m3fn.h:206-213 (fp8e4m3fn_from_fp32_value): |x| >= 480
+//    and infinities give 0x7E (448), a NaN 0x7F, with the sign OR-ed in (:241); :235-237 turn a rounding carry
+//    into 0x7F back into 0x7E.  Rounding is by addition of 0x7FFFF + the kept last bit (:222-229): rne.
+//  - float8_e5m2: Float8_e5m2.h:117-119: |x| >= 65536 gives 0x7C (Inf), a NaN 0x7F, sign OR-ed in; rne
+//    below, so 61440 rounds to Inf (no saturating cast).
+//  - float8_e4m3fnuz / float8_e5m2fnuz: Float8_e4m3fnuz.h:107-109, Float8_e5m2fnuz.h:105-107: |x| >= 2^8
+//    (2^16) and NaN give 0x80; a rounding carry past the largest finite value lands on 0x80 too (nosat); a
+//    result of zero is +0.
+//  - float8_e8m0fnu: Float8_e8m0fnu.h:61-112: the exponent field of |x| (:67, the sign is masked off),
+//    rounded up when the guard bit is set and the value is not an exact 2^-127 (:78-102): nearest with ties
+//    up for normal inputs, and (2^-127, 2^-126) to 2^-126; zero and everything below 2^-127 give 0x00;
+//    NaN and Inf 0xFF (:70-72); 1.5 * 2^127 and above carry into 0xFF.
+//  - bfloat16: the vectorised kernel's cvtfp32_bf16 (aten/src/ATen/cpu/vec/vec256/vec256_16bit_float.h:51-66,
+//    vec512/vec512_bfloat16.h:47-50) blends 0xFFFF into every NaN lane; c10::BFloat16(float)
+//    (torch/headeronly/util/BFloat16.h:100-108, the scalar path: strided tensors, ATEN_CPU_CAPABILITY=default,
+//    and every source other than f32, which is widened to float first) returns 0x7FC0.
+//  - float16: at::vec::float2half_scalar (torch/headeronly/cpu/vec/vec_half.h:12-27) and the vectorised copy
+//    are F16C's vcvtps2ph: rne, a NaN quieted with its top payload bits and sign (f32 0x7F810000 -> 0x7E08).
+//  - NaN sources: c10 widens float8_e4m3fn's NaN to sign | 0x7FF00000 (Float8_e4m3fn.h:132-163) and the fnuz
+//    NaN 0x80 to +0x7F800001 (Float8_fnuz_cvt.h:28-31); NanDecode::torch_widening.
+//  - float4_e2m1fn_x2 has no cast (c10/util/Float4_e2m1fn_x2.h defines the storage type only), nor do the
+//    fp6 formats: the profile has no rule for them.
+const TargetRule torch_rules[] = {
+    {&F::e4m3, rn, R::rne, sat, O::satfinite, "Float8_e4m3fn.h:206-213 fp8e4m3fn_from_fp32_value (saturates)"},
+    {&F::e5m2, rn, R::rne, nosat, O::nosat, "Float8_e5m2.h:117-119 fp8e5m2_from_fp32_value",
+     NanStyle::signed_all_ones},
+    {&F::e4m3fnuz, rn, R::rne, nosat, O::nosat, "Float8_e4m3fnuz.h:107-109"},
+    {&F::e5m2fnuz, rn, R::rne, nosat, O::nosat, "Float8_e5m2fnuz.h:105-107"},
+    {&F::e8m0, bit(R::rna), R::rna, nosat, O::nosat, "Float8_e8m0fnu.h:61-112 fp8e8m0fnu_from_fp32_value"},
+    {&F::bf16, rn, R::rne, nosat, O::nosat, "vec256_16bit_float.h:51-66 cvtfp32_bf16 (NaN 0xFFFF); BFloat16.h:108",
+     NanStyle::negative_all_ones, NanStyle::positive_quiet},
+    {&F::f16, rn, R::rne, nosat, O::nosat, "vec_half.h:12-27 float2half_scalar (F16C vcvtps2ph)"},
+};
+// Strided tensors (the scalar c10 path of the AVX2 / AVX-512 kernels): as torch except bfloat16, where every NaN
+// is c10::BFloat16's 0x7FC0 (BFloat16.h:100-108).  Measured: no other dtype depends on the layout.
+const TargetRule torch_strided_rules[] = {
+    torch_rules[0], torch_rules[1], torch_rules[2], torch_rules[3], torch_rules[4],
+    {&F::bf16, rn, R::rne, nosat, O::nosat, "BFloat16.h:100-108 round_to_nearest_even (NaN 0x7FC0)",
+     NanStyle::positive_quiet, NanStyle::positive_quiet},
+    torch_rules[6],
+};
+// ATEN_CPU_CAPABILITY=default (no AVX2 kernels), contiguous tensors: bfloat16 as torch-strided, and float16
+// from bf16, f16 and the 8-bit formats through the scalar fp16_ieee_from_fp32_value (Half.h:261-297 without
+// F16C: a NaN is sign | 0x7E00, :295-297); from f32 the vectorised copy still keeps the payload.
+const TargetRule torch_default_rules[] = {
+    torch_rules[0], torch_rules[1], torch_rules[2], torch_rules[3], torch_rules[4], torch_strided_rules[5],
+    {&F::f16, rn, R::rne, nosat, O::nosat, "f32: vectorised copy (payload kept); others: Half.h:295-297 (0x7E00)",
+     NanStyle::preserve, NanStyle::quiet_signed},
+};
+// Before 2.13 (2.12.1's Float8_e4m3fn.h:206-208): every |x| >= 480 and every NaN became 0x7F, the sign
+// OR-ed in, and a rounding carry into 0x7F was kept: rne without saturation.  The rest is as 2.15.
+const TargetRule torch_212_rules[] = {
+    {&F::e4m3, rn, R::rne, nosat, O::nosat, "2.12.1 Float8_e4m3fn.h:206-208: |x| >= 480 -> 0x7F (NaN)"},
+    torch_rules[1], torch_rules[2], torch_rules[3], torch_rules[4], torch_rules[5], torch_rules[6],
+};
+
+// ---- xla: jaxlib 0.10.2's CPU casts (`jax.jit(lambda v: v.astype(t))`, XLA's convert on the CPU).  8-bit
+// and smaller targets are rewritten by xla/codegen/emitters/transforms/expand_float_ops.cc: EmitFloatConversion
+// is a port of ml_dtypes' ConvertImpl (rne, no saturation), except that
+//  - bf16 and f16 into float8_e5m2 go through EmitF16ToF8e5m2 (bf16 via f32 and f16), whose NaN is the
+//    constant 0x7F ("select(is_nan, 0x7F, ...)");
+//  - the NaN of float4_e2m1fn is to_zero | 0x8, the -0 code, whatever the input's sign;
+//  - a fnuz NaN source is read as positive ("it's positive but encoded as negative 0").
+// f16 and bf16 targets from f32, bf16 and f16 are LLVM fptrunc on the CPU: f16 (F16C vcvtps2ph) quiets a NaN
+// and keeps its top payload bits (f32 0x7F800001 -> 0x7E00, 0x7F810000 -> 0x7E08); bf16 keeps ml_dtypes' quiet
+// signed NaN.  From the 8-bit formats both are EmitFloatConversion's extension, whose NaN is
+// APFloat::getNaN with the sign: 0x7E00 | sign (e5m2 0x7D -> 0x7E00).
+// XLA's CPU backend has no fp6 conversion (F6E2M3FN: "Invalid XLA PrimitiveType").
+const TargetRule xla_rules[] = {
+    {&F::e4m3, rn, R::rne, nosat, O::nosat, "F8E4M3FN: expand_float_ops EmitFloatConversion"},
+    {&F::e5m2, rn, R::rne, nosat, O::nosat, "F8E5M2: EmitF16ToF8e5m2 from bf16/f16 (NaN 0x7F)", std::nullopt,
+     NanStyle::positive_all_ones},
+    {&F::e4m3fnuz, rn, R::rne, nosat, O::nosat, "F8E4M3FNUZ"},
+    {&F::e5m2fnuz, rn, R::rne, nosat, O::nosat, "F8E5M2FNUZ"},
+    {&F::e4m3b11fnuz, rn, R::rne, nosat, O::nosat, "F8E4M3B11FNUZ"},
+    {&F::e4m3ieee, rn, R::rne, nosat, O::nosat, "F8E4M3"},
+    {&F::e3m4, rn, R::rne, nosat, O::nosat, "F8E3M4"},
+    {&F::e8m0, bit(R::rna), R::rna, nosat, O::nosat, "F8E8M0FNU: ml_dtypes' rule (ties up)"},
+    {&F::e2m1, rn, R::rne, nosat, O::nosat, "F4E2M1FN: NaN -> 0x8"},
+    {&F::bf16, rn, R::rne, nosat, O::nosat, "BF16"},
+    {&F::f16, rn, R::rne, nosat, O::nosat, "F16: fptrunc (payload kept); from 8 bits: EmitFloatConversion (0x7E00)",
+     NanStyle::preserve, NanStyle::quiet_signed, 16},
+};
+
 const Profile table[] = {
-    {"ocp", "OCP OFP8 v1.0 and MX v1.0 specifications", {}, keep_only, false, false, ocp_rules, true,
+    {"ocp", "OCP OFP8 v1.0 and MX v1.0 specifications", "OFP8 v1.0, MX v1.0", {}, keep_only, false, false, ocp_rules, true,
      {nullptr, rn, R::rne, all_overflows, O::nosat, "OCP specifies rne only"}},
-    {"cuda", "CUDA 13.0 toolkit conversion functions (host path = the cvt instructions)",
+    {"cuda", "CUDA 13.0 toolkit conversion functions (host path = the cvt instructions)", "CUDA 13.0",
      {.nan_to_no_nan = NanToNoNan::plus_max,
       .nan_style = NanStyle::positive_all_ones,
       .unsigned_negative = UnsignedNegative::magnitude,
       .zero_into_no_zero = ZeroIntoNoZero::smallest},
      keep_only, false, false, cuda_rules, false, {}},
-    {"ml_dtypes", "jax-ml/ml_dtypes C++ casts (numpy astype)",
+    {"ml_dtypes", "jax-ml/ml_dtypes C++ casts (numpy astype)", "ml_dtypes 0.6.0, numpy 2.4.6",
      {.nan_to_no_nan = NanToNoNan::flipped_zero,
       .nan_style = NanStyle::quiet_signed,
       .unsigned_negative = UnsignedNegative::nan_unless_saturating,
@@ -156,20 +243,63 @@ const Profile table[] = {
       .nozero_lowest_binade_rounds_up = true,
       .infinity_ignores_saturation = true},
      keep_only, false, false, mldtypes_rules, false, {}},
-    {"llvm", "LLVM APFloat convert()", {.nan_to_no_nan = NanToNoNan::unsupported}, keep_only, false, false,
+    {"llvm", "LLVM APFloat convert()", "APFloat (not run here)", {.nan_to_no_nan = NanToNoNan::unsupported}, keep_only, false, false,
      llvm_rules, false, {}},
-    {"te", "NVIDIA Transformer Engine kernels",
+    {"te", "NVIDIA Transformer Engine kernels", "Transformer Engine kernels (not run here)",
      {.nan_to_no_nan = NanToNoNan::plus_max,
       .nan_style = NanStyle::positive_all_ones,
       .unsigned_negative = UnsignedNegative::magnitude,
       .zero_into_no_zero = ZeroIntoNoZero::smallest},
      keep_only, false, false, te_rules, false, {}},
-    {"torchao", "torchao prototype/mx_formats",
+    {"torchao", "torchao prototype/mx_formats element casts", "torchao element casts (not run here)",
      {.nan_to_no_nan = NanToNoNan::plus_max, .nan_style = NanStyle::preserve}, keep_only, false, false,
      torchao_rules, false, {}},
-    {"microxcaling", "microsoft/microxcaling MX emulation", {}, keep_only, false, true, microxcaling_rules, false,
+    {"torch", "PyTorch element casts, contiguous CPU tensors (AVX2/AVX-512 dispatch)", "torch 2.15.0",
+     {.nan_style = NanStyle::preserve,
+      .nan_decode = NanDecode::torch_widening,
+      .unsigned_negative = UnsignedNegative::magnitude,
+      .zero_into_no_zero = ZeroIntoNoZero::smallest,
+      .identity_copies = true,
+      .nozero_lowest_binade_rounds_up = true},
+     keep_only, false, false, torch_rules, false, {}},
+    {"torch-strided", "PyTorch element casts, strided CPU tensors (AVX2/AVX-512 dispatch)",
+     "torch 2.15.0",
+     {.nan_style = NanStyle::preserve,
+      .nan_decode = NanDecode::torch_widening,
+      .unsigned_negative = UnsignedNegative::magnitude,
+      .zero_into_no_zero = ZeroIntoNoZero::smallest,
+      .identity_copies = true,
+      .nozero_lowest_binade_rounds_up = true},
+     keep_only, false, false, torch_strided_rules, false, {}},
+    {"torch-default", "PyTorch element casts, contiguous CPU tensors, ATEN_CPU_CAPABILITY=default dispatch",
+     "torch 2.15.0",
+     {.nan_style = NanStyle::preserve,
+      .nan_decode = NanDecode::torch_widening,
+      .unsigned_negative = UnsignedNegative::magnitude,
+      .zero_into_no_zero = ZeroIntoNoZero::smallest,
+      .identity_copies = true,
+      .nozero_lowest_binade_rounds_up = true},
+     keep_only, false, false, torch_default_rules, false, {}},
+    {"torch-2.12", "PyTorch before 2.13: float8_e4m3fn does not saturate", "torch 2.12.1",
+     {.nan_style = NanStyle::preserve,
+      .nan_decode = NanDecode::torch_widening,
+      .unsigned_negative = UnsignedNegative::magnitude,
+      .zero_into_no_zero = ZeroIntoNoZero::smallest,
+      .identity_copies = true,
+      .nozero_lowest_binade_rounds_up = true},
+     keep_only, false, false, torch_212_rules, false, {}},
+    {"xla", "XLA's CPU casts (jax astype under jit)", "jaxlib 0.10.2",
+     {.nan_to_no_nan = NanToNoNan::negative_zero,
+      .nan_style = NanStyle::quiet_signed,
+      .nan_decode = NanDecode::fnuz_positive,
+      .unsigned_negative = UnsignedNegative::nan_unless_saturating,
+      .zero_into_no_zero = ZeroIntoNoZero::nan_unless_saturating,
+      .identity_copies = true,
+      .nozero_lowest_binade_rounds_up = true},
+     keep_only, false, false, xla_rules, false, {}},
+    {"microxcaling", "microsoft/microxcaling MX emulation", "microxcaling (not run here)", {}, keep_only, false, true, microxcaling_rules, false,
      {}},
-    {"p3109", "IEEE P3109 interim report v4.0 (gfloat reference)", {}, all_subnormal_modes, true, false, {}, true,
+    {"p3109", "IEEE P3109 interim report v4.0 (gfloat reference)", "gfloat 0.5.2", {}, all_subnormal_modes, true, false, {}, true,
      {nullptr, all_roundings, R::rne, all_overflows, O::nosat, "P3109 defines every mode"}},
 };
 
@@ -224,6 +354,9 @@ std::optional<Resolved> resolve(const Profile* profile, const Format& target, co
     rule = &profile->fallback;
   }
   p.quirks = profile->quirks;
+  if (rule->nan_style) p.quirks.nan_style = *rule->nan_style;
+  if (rule->narrow_nan_style) p.quirks.narrow_nan_style = *rule->narrow_nan_style;
+  if (rule->narrow_nan_below) p.quirks.narrow_nan_below = *rule->narrow_nan_below;
   if (req.rounding) {
     if (!(rule->roundings & bit(*req.rounding))) {
       error = std::string("--rounding: profile ") + profile->name + " has no " + name(*req.rounding) +

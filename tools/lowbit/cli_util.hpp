@@ -6,13 +6,17 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
+#include <string_view>
 
 #include "lowbit/format.hpp"
+#include "lowbit/registry.hpp"
 #include "lowbit/text.hpp"
 
 namespace lowbit::cli {
@@ -32,6 +36,43 @@ inline std::uint64_t parse_hex_field(const nlohmann::json& j, const std::string&
   const std::uint64_t v = *parsed;
   if (bits < 64 && (v >> bits) != 0) throw InputError(what + ": " + s + " is wider than " + std::to_string(bits) + " bits");
   return v;
+}
+
+// A format by name or alias; InputError naming `option` when there is none.
+inline const Format& require_format(const std::string& option, const std::string& name) {
+  const Format* f = find_format(name);
+  if (!f) throw InputError(option + ": unknown format '" + name + "' (see `lowbit formats`)");
+  return *f;
+}
+
+// Why a code is not one of `f`'s (it needs more bits, or tf32's low storage bits are not zero).
+inline std::string code_problem(const Format& f, std::string_view text) {
+  return "'" + std::string(text) + "' is too wide for " + f.name + " (" + std::to_string(f.code_bits()) + " code bits" +
+         (f.code_shift ? " above " + std::to_string(f.code_shift) + " zero bits" : "") + ")";
+}
+
+// Append `item` to a separated list.
+inline void append(std::string& list, std::string_view sep, std::string_view item) {
+  if (!list.empty()) list += sep;
+  list += item;
+}
+
+// Rows of cells printed as aligned columns (two spaces between), for the listing commands.
+inline void print_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width;
+  for (const auto& r : rows)
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      if (width.size() <= i) width.push_back(0);
+      width[i] = std::max(width[i], r[i].size());
+    }
+  for (const auto& r : rows) {
+    std::string line;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      line += r[i];
+      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
+    }
+    std::cout << line << '\n';
+  }
 }
 
 // Read all of stdin or a file.

@@ -1,9 +1,16 @@
-// Subcommands that live in their own translation units register themselves through these hooks.
+// Every subcommand lives in its own translation unit and is registered by main.cpp through one of these.
 #pragma once
 #include <CLI/CLI.hpp>
 
 namespace lowbit::cli {
 
+// `lowbit formats`, `profiles`, `decode`, `table`, `convert`: formats_cmd.cpp, profiles_cmd.cpp, decode_cmd.cpp,
+// table_cmd.cpp, convert_cmd.cpp.
+void add_formats(CLI::App& app);
+void add_profiles(CLI::App& app);
+void add_decode(CLI::App& app);
+void add_table(CLI::App& app);
+void add_convert(CLI::App& app);
 // `lowbit conform`: defined in conform.cpp.
 void add_conform(CLI::App& app);
 // `lowbit gemm`: gemm_cmd.cpp.

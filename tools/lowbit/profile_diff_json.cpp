@@ -14,7 +14,10 @@ namespace lowbit::cli {
 nlohmann::ordered_json profile_difference_rows(bool short_values) {
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (const DiffRow& r : profile_differences()) {
-    nlohmann::ordered_json j{{"target", r.probe->target}, {"input", r.probe->input}, {"shows", r.probe->shows}};
+    nlohmann::ordered_json j{{"target", r.probe->target},
+                             {"class", name(r.probe->cls)},
+                             {"input", r.probe->input},
+                             {"shows", r.probe->shows}};
     nlohmann::ordered_json results = nlohmann::ordered_json::object();
     for (const DiffCell& c : r.cells) {
       if (!c.available) {
@@ -40,6 +43,26 @@ nlohmann::ordered_json profile_difference_rows(bool short_values) {
       results[c.profile->name] = cj;
     }
     j["results"] = results;
+    // Which implementations agree: one entry per distinct result, largest group first.
+    nlohmann::ordered_json groups = nlohmann::ordered_json::array();
+    for (const DiffGroup& g : r.groups()) {
+      const DiffCell& c = *g.example;
+      nlohmann::ordered_json gj{{"target", c.target->name}};
+      gj["code"] =
+          c.unsupported ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(hex(*c.target, c.result.code));
+      gj["value"] = c.unsupported
+                        ? nlohmann::ordered_json("undefined")
+                        : nlohmann::ordered_json(short_values ? short_value(*c.target, c.result.code) : c.value);
+      nlohmann::ordered_json names = nlohmann::ordered_json::array();
+      for (const Profile* p : g.profiles) names.push_back(p->name);
+      gj["profiles"] = names;
+      groups.push_back(gj);
+    }
+    j["groups"] = groups;
+    nlohmann::ordered_json none = nlohmann::ordered_json::array();
+    for (const DiffCell& c : r.cells)
+      if (!c.available) none.push_back(c.profile->name);
+    j["no_conversion"] = none;
     rows.push_back(j);
   }
   return rows;

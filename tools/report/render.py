@@ -257,21 +257,16 @@ def gemm_table(report):
 
 
 def profile_table(report):
+    """The divergence matrix: one line per result of each probe, naming the implementations that give it."""
     pd = report["profile_differences"]
-    head = ["target", "input"] + pd["profiles"] + ["shows"]
+    head = ["format", "class", "input", "result", "implementations that agree", "shows"]
     rows = []
     for r in pd["rows"]:
-        line = [r["target"], r["input"]]
-        for p in pd["profiles"]:
-            c = r["results"].get(p)
-            if c is None:
-                line.append("n/a")
-            elif c.get("unsupported"):
-                line.append("undefined")
-            else:
-                line.append("%s=%s" % (c["code"], c["value"]))
-        line.append(r["shows"])
-        rows.append(line)
+        for k, g in enumerate(r["groups"]):
+            result = "undefined" if g["code"] is None else "%s=%s" % (g["code"], g["value"])
+            first = k == 0
+            rows.append([r["target"] if first else "", r.get("class", "") if first else "", r["input"] if first else "",
+                         result, " ".join(g["profiles"]), r["shows"] if first else ""])
     return head, rows
 
 
@@ -577,7 +572,7 @@ def html_rest(report):
     else:
         p.append("<p>%s.</p>" % e(report["profile_differences"]["note"]))
         head, rows = profile_table(report)
-        p.append(h_table(head, rows, text_cols=(len(head) - 1,)))
+        p.append(h_table(head, rows, text_cols=(4, len(head) - 1)))
     p.extend(html_hardware(report))
     return p
 

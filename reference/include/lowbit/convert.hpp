@@ -110,7 +110,7 @@ LOWBIT_HD constexpr Result round_to(const Format& to, const Unpacked& x, const P
 
   // (5) Tininess (never in a fixed-point format, where no binade is "normal").
   bool tiny = false;
-  if (to.has_subnormals() && e < emin) {
+  if (to.has_tiny_range() && e < emin) {
     if (p.tininess == Tininess::before || e < emin - 1) {
       tiny = true;
     } else {

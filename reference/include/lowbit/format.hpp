@@ -67,6 +67,10 @@ struct Format {
     return has_zero && signedness == Signedness::sign_magnitude && nan != NanEncoding::negative_zero;
   }
   LOWBIT_HD constexpr bool has_subnormals() const { return has_zero && !is_fixed_point() && mantissa_bits > 0; }
+  // Whether a result can be tiny (IEEE 754-2019 §7.5): nonzero values below 2^emin exist between zero and the
+  // smallest normal binade.  True with subnormals, and also for a format with zero and no mantissa bits
+  // (P3109 precision 1), where such values round to 0 or 2^emin; never in a fixed-point format.
+  LOWBIT_HD constexpr bool has_tiny_range() const { return has_zero && !is_fixed_point(); }
   // Magnitude code of +infinity (meaningful only when has_inf()).
   LOWBIT_HD constexpr std::uint64_t inf_magnitude() const {
     if (inf == InfEncoding::ieee) return bits::ones(exponent_bits) << mantissa_bits;

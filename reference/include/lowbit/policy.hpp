@@ -89,14 +89,16 @@ inline constexpr std::uint8_t unsupported = 128;
 
 // NaN into a format that has no NaN (e2m1, e2m3, e3m2, int8).
 enum class NanToNoNan : std::uint8_t {
-  plus_max,      // +max with invalid (built-in default; CUDA's cvt)
-  flipped_zero,  // the zero code whose sign is the NaN's sign flipped (ml_dtypes' float4/float6)
-  unsupported,   // no defined result (LLVM APFloat asserts)
+  plus_max,       // +max with invalid (built-in default; CUDA's cvt)
+  flipped_zero,   // the zero code whose sign is the NaN's sign flipped (ml_dtypes' float4/float6)
+  unsupported,    // no defined result (LLVM APFloat asserts)
+  negative_zero,  // the -0 code whatever the NaN's sign (XLA's CPU casts into float4_e2m1fn)
 };
 inline constexpr Named<NanToNoNan> nan_to_no_nan_names[] = {
     {NanToNoNan::plus_max, "plus_max"},
     {NanToNoNan::flipped_zero, "flipped_zero"},
     {NanToNoNan::unsupported, "unsupported"},
+    {NanToNoNan::negative_zero, "negative_zero"},
 };
 constexpr const auto& names_of(NanToNoNan) { return nan_to_no_nan_names; }
 // NaN into a format that has NaN.
@@ -104,11 +106,20 @@ enum class NanStyle : std::uint8_t {
   preserve,           // keep the sign and the top payload bits, set the quiet bit (IEEE 754 §6.2.3)
   positive_all_ones,  // one canonical positive NaN with every mantissa bit set (CUDA: 0x7FFF, 0x7F)
   quiet_signed,       // the quiet NaN of the input's sign, payload dropped (ml_dtypes' ConvertImpl)
+  signed_all_ones,    // the NaN of the input's sign with every mantissa bit set (PyTorch's float8_e5m2)
+  negative_all_ones,  // every bit set whatever the input's sign (PyTorch's vectorised f32 -> bf16: 0xFFFF)
+  positive_quiet,     // the positive quiet NaN, payload dropped (PyTorch's scalar c10::BFloat16: 0x7FC0)
+  // Only as Quirks::narrow_nan_style: NaNs of narrow sources take the style of f32's (nan_style).
+  as_wide,
 };
 inline constexpr Named<NanStyle> nan_style_names[] = {
     {NanStyle::preserve, "preserve"},
     {NanStyle::positive_all_ones, "positive_all_ones"},
     {NanStyle::quiet_signed, "quiet_signed"},
+    {NanStyle::signed_all_ones, "signed_all_ones"},
+    {NanStyle::negative_all_ones, "negative_all_ones"},
+    {NanStyle::positive_quiet, "positive_quiet"},
+    {NanStyle::as_wide, "as_wide", "narrow sources: as f32 sources (read as preserve where it is the style itself)"},
 };
 constexpr const auto& names_of(NanStyle) { return nan_style_names; }
 // A negative value (not -0) into an unsigned format.
@@ -134,9 +145,31 @@ inline constexpr Named<ZeroIntoNoZero> zero_into_no_zero_names[] = {
 };
 constexpr const auto& names_of(ZeroIntoNoZero) { return zero_into_no_zero_names; }
 
+// How the NaN of a source without IEEE NaNs (the fn formats' all-ones code, the fnuz formats' negative-zero
+// code, e8m0's 0xFF) is read before the NaN rule applies.
+enum class NanDecode : std::uint8_t {
+  by_code,        // the code's sign bit is the NaN's sign; no payload (built-in default; ml_dtypes)
+  fnuz_positive,  // as by_code, except that the fnuz NaN is positive (XLA's expand_float_ops)
+  // The fnuz NaN is positive; an all-ones NaN keeps its mantissa bits as a quiet payload (PyTorch widens
+  // float8_e4m3fn 0x7F to f32 0x7FF00000 and the fnuz NaN 0x80 to 0x7F800001 before every cast).
+  torch_widening,
+};
+inline constexpr Named<NanDecode> nan_decode_names[] = {
+    {NanDecode::by_code, "by_code"},
+    {NanDecode::fnuz_positive, "fnuz_positive"},
+    {NanDecode::torch_widening, "torch_widening"},
+};
+constexpr const auto& names_of(NanDecode) { return nan_decode_names; }
+
 struct Quirks {
   NanToNoNan nan_to_no_nan = NanToNoNan::plus_max;
   NanStyle nan_style = NanStyle::preserve;
+  // The NaN style for NaNs from sources of fewer than `narrow_nan_below` storage bits (by default every
+  // source narrower than f32: bf16, f16 and the 8-bit formats), which PyTorch and XLA convert by other paths
+  // than f32's; as_wide: the same as nan_style.
+  NanStyle narrow_nan_style = NanStyle::as_wide;
+  std::uint8_t narrow_nan_below = 32;
+  NanDecode nan_decode = NanDecode::by_code;
   UnsignedNegative unsigned_negative = UnsignedNegative::nan;
   ZeroIntoNoZero zero_into_no_zero = ZeroIntoNoZero::smallest;
   // numpy's own f32/f64 -> float16 cast (npy_floatbits_to_halfbits): a NaN keeps its top 10 payload bits
@@ -151,6 +184,7 @@ struct Quirks {
   // An infinite input ignores satfinite: it stays infinite where the format has infinity, else becomes
   // NaN, else max (ml_dtypes' ConvertImpl returns infinity() before it looks at its saturate flag).
   bool infinity_ignores_saturation = false;
+  LOWBIT_HD constexpr bool operator==(const Quirks&) const = default;
 };
 
 struct Policy {

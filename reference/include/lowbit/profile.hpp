@@ -41,11 +41,17 @@ struct TargetRule {
   ModeMask overflows;                        // allowed overflow modes
   Overflow default_overflow;
   const char* note;  // where the rule comes from
+  // NaN styles of this target where they differ from the profile's quirks (Quirks::nan_style and
+  // narrow_nan_style): PyTorch and XLA treat NaN differently per target.
+  std::optional<NanStyle> nan_style = std::nullopt;
+  std::optional<NanStyle> narrow_nan_style = std::nullopt;
+  std::optional<std::uint8_t> narrow_nan_below = std::nullopt;
 };
 
 struct Profile {
   const char* name;
   const char* description;
+  const char* version;  // the implementation's version whose behaviour the profile reproduces
   Quirks quirks;
   ModeMask subnormal_modes;  // allowed Subnormals values (bit i = enum value i)
   bool tininess_choice;      // whether --tininess before is meaningful for it

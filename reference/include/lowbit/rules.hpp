@@ -54,24 +54,59 @@ LOWBIT_HD constexpr Result inf_result(const Format& to, bool negative, const Pol
   return inf_or_nan_result(to, negative, f);
 }
 
-LOWBIT_HD constexpr Result nan_result(const Format& to, const Unpacked& x, const Policy& p) {
+// The NaN style that applies to a NaN from a source of `source_bits` storage bits (0: read from text, which
+// counts as wide).
+LOWBIT_HD constexpr NanStyle nan_style_for(const Quirks& q, int source_bits) {
+  const bool narrow = source_bits > 0 && source_bits < q.narrow_nan_below;
+  const NanStyle s = narrow && q.narrow_nan_style != NanStyle::as_wide ? q.narrow_nan_style : q.nan_style;
+  return s == NanStyle::as_wide ? NanStyle::preserve : s;
+}
+
+// The styles whose code ignores the payload and sets every mantissa bit.
+LOWBIT_HD constexpr bool all_ones_style(NanStyle s) {
+  return s == NanStyle::positive_all_ones || s == NanStyle::signed_all_ones || s == NanStyle::negative_all_ones;
+}
+
+// Quirks::nan_decode: how a NaN of a source without IEEE NaNs is read (policy.hpp).
+LOWBIT_HD constexpr Unpacked decode_nan(Unpacked x, const Quirks& q) {
+  if (q.nan_decode == NanDecode::by_code || x.source_nan == NanEncoding::ieee) return x;
+  if (x.source_nan == NanEncoding::negative_zero) x.negative = false;
+  if (q.nan_decode == NanDecode::torch_widening && x.source_nan == NanEncoding::all_ones &&
+      x.source_mantissa_bits > 0) {
+    // c10's fp8e4m3fn_to_fp32_value puts the code's mantissa bits (all ones) at the top of the f32
+    // mantissa: a quiet NaN whose payload is those bits.
+    x.payload = bits::ones(x.source_mantissa_bits);
+    x.payload_bits = x.source_mantissa_bits;
+    x.signaling = false;
+  }
+  return x;
+}
+
+LOWBIT_HD constexpr Result nan_result(const Format& to, const Unpacked& in, const Policy& p) {
+  const Unpacked x = decode_nan(in, p.quirks);
   const std::uint8_t sig = x.signaling ? flag::invalid : 0;
   if (!to.has_nan()) {
     switch (p.quirks.nan_to_no_nan) {
       case NanToNoNan::plus_max: return {to.encode(false, to.max_finite_magnitude()), flag::invalid, 0};
       case NanToNoNan::flipped_zero: return {to.encode(!x.negative, 0), flag::invalid, 0};
       case NanToNoNan::unsupported: return {0, static_cast<std::uint8_t>(flag::invalid | flag::unsupported), 0};
+      case NanToNoNan::negative_zero: return {to.encode(true, 0), flag::invalid, 0};
     }
   }
-  if (p.quirks.nan_style == NanStyle::positive_all_ones) return {to.nan_code(false, to.mantissa_mask()), sig, 0};
-  if (to.nan != NanEncoding::ieee) return {to.nan_code(x.negative), sig, 0};
+  const NanStyle style = nan_style_for(p.quirks, x.source_bits);
+  if (all_ones_style(style)) {
+    const bool negative = style == NanStyle::negative_all_ones || (style == NanStyle::signed_all_ones && x.negative);
+    return {to.nan_code(negative, to.mantissa_mask()), sig, 0};
+  }
+  const bool negative = style == NanStyle::positive_quiet ? false : x.negative;
+  if (to.nan != NanEncoding::ieee) return {to.nan_code(negative), sig, 0};
   if (p.quirks.numpy_half_nan && to.exponent_bits == 5 && to.mantissa_bits == 10 && x.payload_bits > 10) {
     std::uint64_t m = x.payload >> (x.payload_bits - 10);
     if (m == 0) m = 1;
     return {to.nan_code(x.negative, m), sig, 0};
   }
-  if (p.quirks.nan_style == NanStyle::quiet_signed)
-    return {to.nan_code(x.negative, std::uint64_t{1} << (to.mantissa_bits - 1)), sig, 0};
+  if (style == NanStyle::quiet_signed || style == NanStyle::positive_quiet)
+    return {to.nan_code(negative, std::uint64_t{1} << (to.mantissa_bits - 1)), sig, 0};
   // IEEE target: quiet bit plus the top payload bits (the bits below the source's quiet bit).
   const int mt = to.mantissa_bits;
   std::uint64_t rest = 0;

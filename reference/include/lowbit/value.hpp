@@ -19,6 +19,12 @@ struct Unpacked {
   bool signaling = false;
   std::uint64_t payload = 0;
   int payload_bits = 0;
+  // Where a NaN came from, for the profile quirks that depend on it (Quirks::nan_decode and
+  // narrow_nan_style): the source's storage width (0 for a NaN read from text, which counts as wide), its
+  // NaN encoding and its mantissa width.
+  int source_bits = 0;
+  NanEncoding source_nan = NanEncoding::ieee;
+  int source_mantissa_bits = 0;
 };
 
 // Unpack a valid code of `f`.  With `daz`, a subnormal reads as a zero of the same sign.
@@ -27,6 +33,9 @@ LOWBIT_HD constexpr Unpacked unpack(const Format& f, std::uint64_t code, bool da
   u.negative = f.code_negative(code);
   if (f.is_nan_code(code)) {
     u.cls = ValueClass::nan;
+    u.source_bits = f.storage_bits();
+    u.source_nan = f.nan;
+    u.source_mantissa_bits = f.mantissa_bits;
     if (f.nan == NanEncoding::ieee) {
       u.payload = f.code_magnitude(code) & f.mantissa_mask();
       u.payload_bits = f.mantissa_bits;

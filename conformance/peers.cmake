@@ -1,0 +1,36 @@
+# Differential tests against the large peers (conformance/peers/, peerlib.py): PyTorch, XLA (jax) and
+# MMA-Sim, installed from requirements-peers.txt into a Python of their own, never CI's quick tier's.
+#   -DLOWBIT_PEERS_PYTHON=/path/to/venv/bin/python      registers them under the labels full and peers
+#   -DLOWBIT_PEERS_TORCH212_PYTHON=/path/to/python      also compares the torch-2.12 profile (torch 2.12.1)
+# Under those labels a missing peer is a failure (LOWBIT_REQUIRE_PEERS=1), never a silent skip.  The quick
+# tier replays the fixtures those libraries produced (peer_fixtures, with the suite's own Python).
+set(LOWBIT_PEERS_PYTHON "" CACHE FILEPATH "Python with requirements-peers.txt installed (torch, jax, MMA-Sim)")
+set(LOWBIT_PEERS_TORCH212_PYTHON "" CACHE FILEPATH "Python with torch 2.12.1 (the torch-2.12 profile)")
+
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME peer_fixtures
+           COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_LIST_DIR}/peers/test_fixtures.py)
+  set_tests_properties(peer_fixtures PROPERTIES LABELS quick ENVIRONMENT "LOWBIT=$<TARGET_FILE:lowbit>" TIMEOUT 600)
+endif()
+
+function(lowbit_peer_test name python file)
+  add_test(NAME ${name}
+           COMMAND ${python} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_LIST_DIR}/peers/${file})
+  set_tests_properties(${name} PROPERTIES
+    LABELS "full;peers"
+    ENVIRONMENT "LOWBIT=$<TARGET_FILE:lowbit>;LOWBIT_REQUIRE_PEERS=1;${ARGN}"
+    TIMEOUT 3600)
+endfunction()
+
+if(LOWBIT_PEERS_PYTHON)
+  lowbit_peer_test(peer_torch ${LOWBIT_PEERS_PYTHON} test_torch.py)
+  lowbit_peer_test(peer_torch_default ${LOWBIT_PEERS_PYTHON} test_torch.py ATEN_CPU_CAPABILITY=default)
+  lowbit_peer_test(peer_xla ${LOWBIT_PEERS_PYTHON} test_xla.py)
+  lowbit_peer_test(peer_mmasim ${LOWBIT_PEERS_PYTHON} test_mmasim.py)
+else()
+  message(STATUS "lowbit: LOWBIT_PEERS_PYTHON not set; the peers label (torch, jax, MMA-Sim) is not registered")
+endif()
+if(LOWBIT_PEERS_TORCH212_PYTHON)
+  lowbit_peer_test(peer_torch_2_12 ${LOWBIT_PEERS_TORCH212_PYTHON} test_torch.py)
+endif()
