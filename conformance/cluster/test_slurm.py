@@ -137,7 +137,10 @@ def test_job_array_merges_into_the_unsharded_report_and_recovers_a_killed_task(s
         caught = catch_task_running(slurm, job, "2", logs)
         if caught:
             assert tasks(slurm, job)["2"][0] == "SUSPENDED"
-            slurm_cmd(slurm, "scancel", "%s_2" % job)
+            # A stopped process would hold SIGTERM until resumed: SIGKILL every process of the task (the
+            # batch shell too, --full), then cancel it.
+            slurm_cmd(slurm, "scancel", "--signal=KILL", "--full", "%s_2" % job)
+            slurm_cmd(slurm, "scancel", "%s_2" % job, check=False)
         states = wait(slurm, job)
         if caught:
             break
