@@ -36,6 +36,8 @@ packages=(
   clang libclang-rt-14-dev llvm-14
   # The accuracy report's page test (conformance/report/test_browser.py): a browser and its driver.
   chromium chromium-driver
+  # The cluster test (conformance/cluster/test_slurm.py): a one-node Slurm started by tools/slurm/local-cluster.
+  slurm-wlm munge
 )
 # Python: any python3 with pip will do (a clean Debian has neither until they are installed).  The Python
 # package's extension needs the interpreter's headers, and its tests a virtual environment (Debian's

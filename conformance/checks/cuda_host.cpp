@@ -80,7 +80,9 @@ struct Bound {
 };
 
 // Each subject's policy, resolved as `lowbit convert --profile cuda --to T [--rounding R] [--overflow O]`.
-std::vector<Bound> bind(Recorder& rec) {
+// A subject that does not resolve is one mismatch of the whole check, counted by the range that holds
+// input 0 (so that shards count it once).
+std::vector<Bound> bind(Recorder& rec, Range r) {
   std::vector<Bound> v;
   const Profile* cuda = find_profile("cuda");
   for (const Subject& s : subjects) {
@@ -89,37 +91,42 @@ std::vector<Bound> bind(Recorder& rec) {
     if (s.overflow) req.overflow = parse<Overflow>(s.overflow);
     std::string error;
     const Format* to = find_format(s.to);
-    const auto r = resolve(cuda, *to, req, error);
-    if (!r) {
-      rec.cases(1);
-      rec.mismatch(std::string(s.function) + ": --profile cuda does not resolve: " + error);
+    const auto resolved = resolve(cuda, *to, req, error);
+    if (!resolved) {
+      if (r.begin == 0 && r.end > 0) {
+        rec.cases(1);
+        rec.mismatch({0, static_cast<std::uint32_t>(&s - subjects)},
+                     [&] { return std::string(s.function) + ": --profile cuda does not resolve: " + error; });
+      }
       continue;
     }
-    v.push_back({&s, r->target, r->policy});
+    v.push_back({&s, resolved->target, resolved->policy});
   }
   return v;
 }
 
-void record(Recorder& rec, const Bound& b, std::uint32_t u, std::uint64_t theirs, const Result& ours,
-            const char* path) {
-  rec.mismatch(rec.wants_description()
-                   ? std::string("f32 ") + code_and_value(formats::f32, u) + " -> " + b.to->name + " [cuda: " +
-                         policy_text(b.policy) + "]: the toolkit's " + b.subject->function + " gives " +
-                         code_and_value(*b.to, theirs) + ", lowbit's " + path + " gives " + result_text(*b.to, ours)
-                   : std::string());
+// A disagreement on the check's input `input` (f32 bits `u`), at the position of its subject.
+void record(Recorder& rec, std::uint64_t input, const Bound& b, std::uint32_t u, std::uint64_t theirs,
+            const Result& ours, const char* path) {
+  rec.mismatch({input, static_cast<std::uint32_t>(b.subject - subjects)}, [&] {
+    return std::string("f32 ") + code_and_value(formats::f32, u) + " -> " + b.to->name +
+           " [cuda: " + policy_text(b.policy) + "]: the toolkit's " + b.subject->function + " gives " +
+           code_and_value(*b.to, theirs) + ", lowbit's " + path + " gives " + result_text(*b.to, ours);
+  });
 }
 
-void run_inputs(Recorder& rec, const std::vector<Bound>& bound, const std::uint32_t* inputs, std::uint64_t n) {
-  for (std::uint64_t i = 0; i < n; ++i) {
+// inputs[i] for i in `r`.
+void run_inputs(Recorder& rec, const std::vector<Bound>& bound, const std::vector<std::uint32_t>& inputs, Range r) {
+  for (std::uint64_t i = r.begin; i < r.end; ++i) {
     const std::uint32_t u = inputs[i];
     const float x = std::bit_cast<float>(u);
     for (const Bound& b : bound) {
       const std::uint64_t theirs = b.subject->convert(x);
       const Result ours = convert(formats::f32, u, *b.to, b.policy);
-      if (ours.code != theirs) record(rec, b, u, theirs, ours, "scalar fast path");
+      if (ours.code != theirs) record(rec, i, b, u, theirs, ours, "scalar fast path");
     }
   }
-  rec.cases(n * bound.size());
+  rec.cases(r.size() * bound.size());
 }
 
 std::uint64_t splitmix(std::uint64_t x) {
@@ -169,13 +176,15 @@ std::vector<std::uint32_t> quick_inputs(std::uint64_t total) {
   return v;
 }
 
-Outcome quick_run(const Progress& progress) {
+constexpr std::uint64_t quick_count = 12'000'000;
+
+Outcome quick_run(Range r, const Progress& progress) {
   Recorder rec;
-  const std::vector<Bound> bound = bind(rec);
-  const std::vector<std::uint32_t> inputs = quick_inputs(12'000'000);
-  Ticker tick(progress, inputs.size());
-  parallel_chunks(inputs.size(), 1 << 14, [&](std::uint64_t b, std::uint64_t e) {
-    run_inputs(rec, bound, inputs.data() + b, e - b);
+  const std::vector<Bound> bound = bind(rec, r);
+  const std::vector<std::uint32_t> inputs = quick_inputs(quick_count);
+  Ticker tick(progress, r.size());
+  parallel_chunks(r.size(), 1 << 14, [&](std::uint64_t b, std::uint64_t e) {
+    run_inputs(rec, bound, inputs, {r.begin + b, r.begin + e});
     tick.advance(e - b);
   });
   tick.finish();
@@ -184,38 +193,43 @@ Outcome quick_run(const Progress& progress) {
   return o;
 }
 
-// All 2^32 inputs: lowbit's side uses the batch path (lowbit/batch.hpp), whose contract is equality
-// with the scalar fast path; a disagreement is re-described with the scalar result.
-Outcome full_run(const Progress& progress) {
+constexpr std::uint64_t all_f32 = std::uint64_t{1} << 32;
+
+// All 2^32 inputs (input i is the f32 with bits i): lowbit's side uses the batch path (lowbit/batch.hpp),
+// whose contract is equality with the scalar fast path; a disagreement is re-described with the scalar result.
+Outcome full_run(Range r, const Progress& progress) {
   Recorder rec;
-  const std::vector<Bound> bound = bind(rec);
-  constexpr std::uint64_t all = std::uint64_t{1} << 32;
+  const std::vector<Bound> bound = bind(rec, r);
   constexpr std::uint64_t chunk = 1 << 16;
-  Ticker tick(progress, all);
-  parallel_chunks(all / chunk, 1, [&](std::uint64_t b, std::uint64_t e) {
+  Ticker tick(progress, r.size());
+  // Chunks of aligned inputs; the first and last may be cut by the range.
+  const std::uint64_t first_chunk = r.begin / chunk, end_chunk = (r.end + chunk - 1) / chunk;
+  parallel_chunks(end_chunk - first_chunk, 1, [&](std::uint64_t b, std::uint64_t e) {
     std::vector<std::uint32_t> block(chunk);
     std::vector<std::uint16_t> ours16(chunk);
     std::vector<std::uint8_t> ours8(chunk);
-    for (std::uint64_t c = b; c < e; ++c) {
-      for (std::uint64_t i = 0; i < chunk; ++i) block[i] = static_cast<std::uint32_t>(c * chunk + i);
+    for (std::uint64_t c = first_chunk + b; c < first_chunk + e; ++c) {
+      const std::uint64_t lo = std::max(c * chunk, r.begin), hi = std::min((c + 1) * chunk, r.end);
+      const std::uint64_t n = hi - lo;
+      for (std::uint64_t i = 0; i < n; ++i) block[i] = static_cast<std::uint32_t>(lo + i);
       for (const Bound& bd : bound) {
         const bool wide = batch_code_bytes(*bd.to) == 2;
-        convert_batch(formats::f32, block.data(), chunk, *bd.to, bd.policy,
+        convert_batch(formats::f32, block.data(), n, *bd.to, bd.policy,
                       wide ? static_cast<void*>(ours16.data()) : static_cast<void*>(ours8.data()), nullptr, nullptr,
                       nullptr);
-        for (std::uint64_t i = 0; i < chunk; ++i) {
+        for (std::uint64_t i = 0; i < n; ++i) {
           const std::uint64_t ours = wide ? ours16[i] : ours8[i];
           const std::uint64_t theirs = bd.subject->convert(std::bit_cast<float>(block[i]));
           if (ours == theirs) continue;
           const Result scalar = convert(formats::f32, block[i], *bd.to, bd.policy);
           Result batch = scalar;
           batch.code = ours;
-          record(rec, bd, block[i], theirs, batch,
+          record(rec, lo + i, bd, block[i], theirs, batch,
                  scalar.code == theirs ? "batch path (which here differs from its scalar path)" : "batch path");
         }
       }
-      rec.cases(chunk * bound.size());
-      tick.advance(chunk);
+      rec.cases(n * bound.size());
+      tick.advance(n);
     }
   });
   tick.finish();
@@ -232,9 +246,9 @@ std::vector<Check> cuda_host_checks() {
       {"cuda-host", Tier::quick,
        "the CUDA toolkit's host conversions (fp8, fp6, fp4, e8m0, f16, bf16) vs lowbit --profile cuda: boundary "
        "patterns, every value and midpoint of each target +-2 ulps, and seeded random f32 (12 million inputs)",
-       quick_run},
+       "f32 input", [] { return quick_count; }, quick_run},
       {"cuda-host-all-f32", Tier::full, "the CUDA toolkit's host conversions vs lowbit --profile cuda on all 2^32 f32",
-       full_run},
+       "f32 input", [] { return all_f32; }, full_run},
   };
 }
 

@@ -256,14 +256,17 @@ std::string case_text(const Case& c, const Policy& p) {
          policy_text(p) + "]";
 }
 
-void run_case(Recorder& rec, const Case& c) {
+// One case, the check's input `input`: its comparisons are steps 0, 1, ... of that input.
+void run_case(Recorder& rec, std::uint64_t input, const Case& c) {
+  std::uint32_t step = 0;
+  auto fail = [&](std::string text) { rec.mismatch({input, step}, [&] { return std::move(text); }); };
   const Format* to = find_format(c.to);
   std::string error;
   const std::optional<Resolved> r = to ? policy_of(c, *to, error) : std::nullopt;
   if (!r) {
     rec.cases(1);
-    rec.mismatch(std::string(c.from) + " " + c.input + " -> " + c.to + " [" + (c.profile ? c.profile : "built-in") +
-                 "]: the policy does not resolve: " + (to ? error : "unknown format") + " (" + c.source + ")");
+    fail(std::string(c.from) + " " + c.input + " -> " + c.to + " [" + (c.profile ? c.profile : "built-in") +
+         "]: the policy does not resolve: " + (to ? error : "unknown format") + " (" + c.source + ")");
     return;
   }
   const Format& t = *r->target;
@@ -272,17 +275,19 @@ void run_case(Recorder& rec, const Case& c) {
     rec.cases(1);
     const bool code_ok = c.expected == any_nan ? t.is_nan_code(got.code) : got.code == c.expected;
     const bool flags_ok = c.flags == unstated || got.flags == static_cast<std::uint8_t>(c.flags);
-    if (code_ok && flags_ok) return;
-    std::string want = c.expected == any_nan ? std::string("a NaN of ") + t.name : code_and_value(t, c.expected);
-    if (c.flags != unstated) want += " flags " + flags_text(static_cast<std::uint8_t>(c.flags));
-    rec.mismatch(case_text(c, p) + ": expected " + want + " (" + c.source + "), actual " + result_text(t, got) +
-                 " (" + path + ")");
+    if (!code_ok || !flags_ok) {
+      std::string want = c.expected == any_nan ? std::string("a NaN of ") + t.name : code_and_value(t, c.expected);
+      if (c.flags != unstated) want += " flags " + flags_text(static_cast<std::uint8_t>(c.flags));
+      fail(case_text(c, p) + ": expected " + want + " (" + c.source + "), actual " + result_text(t, got) + " (" + path +
+           ")");
+    }
+    ++step;
   };
   if (std::string_view(c.from) == "text") {
     const std::optional<exact::Value> v = exact::parse(c.input);
     if (!v) {
       rec.cases(1);
-      rec.mismatch(std::string("unparsable literal ") + c.input);
+      fail(std::string("unparsable literal ") + c.input);
       return;
     }
     judge(exact::round(t, *v, p), "exact path");
@@ -298,45 +303,54 @@ void run_case(Recorder& rec, const Case& c) {
   judge(convert(*from, code, t, p), "fast path");
 }
 
-Outcome run_cases(std::initializer_list<std::span<const Case>> tables) {
-  Recorder rec;
-  for (std::span<const Case> table : tables)
-    for (const Case& c : table) run_case(rec, c);
-  return rec.outcome();
+// A check over a list of cases: input i is the i-th case.
+Check case_check(std::string name, std::string description, std::function<std::vector<Case>()> cases) {
+  return {std::move(name),
+          Tier::quick,
+          std::move(description),
+          "case",
+          [cases] { return static_cast<std::uint64_t>(cases().size()); },
+          [cases](Range r, const Progress&) {
+            const std::vector<Case> all = cases();
+            Recorder rec;
+            for (std::uint64_t i = r.begin; i < r.end; ++i) run_case(rec, i, all[i]);
+            return rec.outcome();
+          }};
 }
 
-Outcome cuda_table_check() {
-  Recorder rec;
+std::vector<Case> table_cases(std::span<const Case> table) { return {table.begin(), table.end()}; }
+
+// The CUDA table as cases: row by row, each column with a code.
+std::vector<Case> cuda_table_cases() {
+  std::vector<Case> v;
   for (const Row& row : cuda_rows) {
     for (std::size_t k = 0; k < std::size(cuda_columns); ++k) {
       if (row.codes[k] == dash) continue;
       const Column& col = cuda_columns[k];
-      const Case c{cuda_table, "cuda", "f32", row.input, col.to, col.rounding, col.overflow,
-                   static_cast<std::uint64_t>(row.codes[k])};
-      run_case(rec, c);
+      v.push_back({cuda_table, "cuda", "f32", row.input, col.to, col.rounding, col.overflow,
+                   static_cast<std::uint64_t>(row.codes[k])});
     }
   }
-  return rec.outcome();
+  return v;
 }
 
 }  // namespace
 
 std::vector<Check> semantics_checks() {
   std::vector<Check> v;
-  v.push_back({"semantics-peer-cases", Tier::quick,
-               "docs/semantics.md §6: the peers' own test cases (LLVM, ml_dtypes, gfloat, torchao, TE), each under "
-               "its profile",
-               [](const Progress&) { return run_cases({section6}); }});
-  v.push_back({"semantics-cuda-table", Tier::quick,
-               "docs/semantics.md §3: the CUDA 13.0 toolkit table under --profile cuda",
-               [](const Progress&) { return cuda_table_check(); }});
-  v.push_back({"semantics-ml_dtypes-table", Tier::quick,
-               "docs/semantics.md §3: the ml_dtypes table and issue 400 under --profile ml_dtypes",
-               [](const Progress&) { return run_cases({mldtypes_cases}); }});
-  v.push_back({"semantics-rules", Tier::quick,
-               "docs/semantics.md §2-3 rules that name a result: overflow thresholds and nosat directions, round "
-               "to odd at max, e8m0 ties, NaN into formats without NaN, microxcaling half-away",
-               [](const Progress&) { return run_cases({rule_cases}); }});
+  v.push_back(case_check("semantics-peer-cases",
+                         "docs/semantics.md §6: the peers' own test cases (LLVM, ml_dtypes, gfloat, torchao, TE), each "
+                         "under its profile",
+                         [] { return table_cases(section6); }));
+  v.push_back(case_check("semantics-cuda-table",
+                         "docs/semantics.md §3: the CUDA 13.0 toolkit table under --profile cuda", cuda_table_cases));
+  v.push_back(case_check("semantics-ml_dtypes-table",
+                         "docs/semantics.md §3: the ml_dtypes table and issue 400 under --profile ml_dtypes",
+                         [] { return table_cases(mldtypes_cases); }));
+  v.push_back(case_check("semantics-rules",
+                         "docs/semantics.md §2-3 rules that name a result: overflow thresholds and nosat directions, "
+                         "round to odd at max, e8m0 ties, NaN into formats without NaN, microxcaling half-away",
+                         [] { return table_cases(rule_cases); }));
   return v;
 }
 

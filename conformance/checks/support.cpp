@@ -21,11 +21,14 @@ std::optional<Tier> parse_tier(std::string_view s) {
   return std::nullopt;
 }
 
-void Recorder::mismatch(const std::string& text) {
-  const std::uint64_t before = mismatches_.fetch_add(1, std::memory_order_relaxed);
-  if (before >= kept_examples) return;
+void Recorder::keep(Position at, std::string text) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (examples_.size() < kept_examples) examples_.push_back(text);
+  if (examples_.size() == kept_examples && !(at < examples_.back().at)) return;
+  const auto where = std::upper_bound(examples_.begin(), examples_.end(), at,
+                                      [](const Position& p, const Example& e) { return p < e.at; });
+  examples_.insert(where, Example{at, std::move(text)});
+  if (examples_.size() > kept_examples) examples_.pop_back();
+  if (examples_.size() == kept_examples) threshold_.store(examples_.back().at.input, std::memory_order_relaxed);
 }
 
 Outcome Recorder::outcome() const {

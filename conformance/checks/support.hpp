@@ -17,20 +17,31 @@
 
 namespace lowbit::checks {
 
-// Counts cases and mismatches from many threads; keeps the first few mismatch descriptions.
+// Counts cases and mismatches from many threads and keeps the descriptions of the kept_examples mismatches
+// of lowest position, whichever thread finds them first: the kept set is a function of the inputs alone.
 class Recorder {
  public:
   void cases(std::uint64_t n) { cases_.fetch_add(n, std::memory_order_relaxed); }
-  void mismatch(const std::string& text);
-  // Descriptions are built only while fewer than kept_examples are held.
-  bool wants_description() const { return mismatches_.load(std::memory_order_relaxed) < kept_examples; }
+  // Counts one mismatch at `at`; `describe()` builds its text, and is called only while the mismatch
+  // could still be among the kept ones (describing is slow; a broken path mismatches everywhere).
+  template <class Describe>
+  void mismatch(Position at, Describe&& describe) {
+    mismatches_.fetch_add(1, std::memory_order_relaxed);
+    if (at.input > threshold_.load(std::memory_order_relaxed)) return;
+    keep(at, describe());
+  }
   Outcome outcome() const;
 
  private:
+  void keep(Position at, std::string text);
+
   std::atomic<std::uint64_t> cases_{0};
   std::atomic<std::uint64_t> mismatches_{0};
+  // Once kept_examples are held, the largest input position among them: a later mismatch beyond it
+  // cannot displace one (a cheap test before the lock).
+  std::atomic<std::uint64_t> threshold_{~std::uint64_t{0}};
   mutable std::mutex mutex_;
-  std::vector<std::string> examples_;
+  std::vector<Example> examples_;  // sorted by position
 };
 
 // Forwards progress to the caller's callback at most a few times a second, from whichever thread

@@ -34,8 +34,8 @@ std::vector<Input> all_codes(const std::vector<const Format*>& fs) {
 }
 
 // Fast vs exact for one input under one policy; `value` is the exact input (daz already applied).
-inline void compare_one(Recorder& rec, const Input& in, const exact::Value& value, const Format& to, const Policy& p,
-                        std::string_view context, std::uint64_t rbits = 0) {
+inline void compare_one(Recorder& rec, Position at, const Input& in, const exact::Value& value, const Format& to,
+                        const Policy& p, std::string_view context, std::uint64_t rbits = 0) {
   const Result fast = convert(*in.from, in.code, to, p, rbits);
   // exact::convert is exact::round of the exact input, except that a conversion into the same format
   // may be a plain copy under a profile's quirks; the sweeps reuse the exact input across targets and
@@ -43,10 +43,8 @@ inline void compare_one(Recorder& rec, const Input& in, const exact::Value& valu
   const Result slow = same_format(*in.from, to) ? exact::convert(*in.from, in.code, to, p, rbits)
                                                 : exact::round(to, value, p, rbits);
   if (fast == slow) return;
-  if (rec.wants_description())
-    rec.mismatch(describe(*in.from, in.code, to, p, context, slow, "exact path", fast, "fast path", rbits));
-  else
-    rec.mismatch({});
+  rec.mismatch(
+      at, [&] { return describe(*in.from, in.code, to, p, context, slow, "exact path", fast, "fast path", rbits); });
 }
 
 // The policy list of a sweep, each with a context label (a profile's quirks, or empty).
@@ -106,30 +104,45 @@ std::vector<NamedPolicy> sweep_policies(bool reduced) {
   return v;
 }
 
-// Sources x targets x policies, fast vs exact.  `policies_for(target)` picks each target's list.
-Outcome fast_vs_exact(const std::vector<Input>& inputs, const std::vector<const Format*>& targets,
-                      const std::function<const std::vector<NamedPolicy>&(const Format&)>& policies_for,
-                      const Progress& progress) {
-  Recorder rec;
-  Ticker tick(progress, inputs.size());
-  parallel_chunks(inputs.size(), 16, [&](std::uint64_t b, std::uint64_t e) {
-    for (std::uint64_t i = b; i < e; ++i) {
+// inputs[local] x targets x policies, fast vs exact; input i of `inputs` is input first + i of the check.
+void fast_vs_exact(Recorder& rec, Ticker& tick, const std::vector<Input>& inputs, Range local, std::uint64_t first,
+                   const std::vector<const Format*>& targets, const std::vector<NamedPolicy>& policies) {
+  parallel_chunks(local.size(), 16, [&](std::uint64_t b, std::uint64_t e) {
+    for (std::uint64_t i = local.begin + b; i < local.begin + e; ++i) {
       const Input& in = inputs[i];
       const exact::Value plain = exact::from_code(*in.from, in.code, false);
       const exact::Value dazed = exact::from_code(*in.from, in.code, true);
-      std::uint64_t n = 0;
+      std::uint32_t step = 0;
       for (const Format* to : targets) {
-        for (const NamedPolicy& np : policies_for(*to)) {
-          compare_one(rec, in, flushes_inputs(np.policy.subnormals) ? dazed : plain, *to, np.policy, np.context);
-          ++n;
+        for (const NamedPolicy& np : policies) {
+          compare_one(rec, {first + i, step}, in, flushes_inputs(np.policy.subnormals) ? dazed : plain, *to, np.policy,
+                      np.context);
+          ++step;
         }
       }
-      rec.cases(n);
+      rec.cases(step);
     }
     tick.advance(e - b);
   });
-  tick.finish();
-  return rec.outcome();
+}
+
+// Every code of `sources` x every target x every policy: one input per source code.
+Check exhaustive_check(std::string name, Tier tier, std::string description, std::vector<const Format*> sources) {
+  auto inputs = [sources] { return all_codes(sources); };
+  return {std::move(name),
+          tier,
+          std::move(description),
+          "source code",
+          [inputs] { return static_cast<std::uint64_t>(inputs().size()); },
+          [inputs](Range r, const Progress& progress) {
+            const std::vector<Input> codes = inputs();
+            const std::vector<NamedPolicy> pol = sweep_policies(false);
+            Recorder rec;
+            Ticker tick(progress, r.size());
+            fast_vs_exact(rec, tick, codes, r, 0, sweep_targets(), pol);
+            tick.finish();
+            return rec.outcome();
+          }};
 }
 
 // ---- round trips --------------------------------------------------------------------------------
@@ -137,13 +150,13 @@ Outcome fast_vs_exact(const std::vector<Input>& inputs, const std::vector<const 
 // Every code of every format of at most 16 bits converts into its own format unchanged, and through
 // f64 and back unchanged, on both paths.  The one exception is IEEE 754 §6.2.3's: a signaling NaN
 // comes back quiet (quiet bit set, payload kept) and raises invalid.
-Outcome round_trip(const Progress& progress) {
+Outcome round_trip(Range r, const Progress& progress) {
   Recorder rec;
   const std::vector<Input> inputs = all_codes(small_formats(16));
-  Ticker tick(progress, inputs.size());
+  Ticker tick(progress, r.size());
   const Policy p{};  // rne, nosat, keep: nothing to round
-  parallel_chunks(inputs.size(), 1024, [&](std::uint64_t b, std::uint64_t e) {
-    for (std::uint64_t i = b; i < e; ++i) {
+  parallel_chunks(r.size(), 1024, [&](std::uint64_t b, std::uint64_t e) {
+    for (std::uint64_t i = r.begin + b; i < r.begin + e; ++i) {
       const Format& f = *inputs[i].from;
       const std::uint64_t c = inputs[i].code;
       Result want{c, 0, 0};
@@ -151,11 +164,11 @@ Outcome round_trip(const Progress& progress) {
         const std::uint64_t quiet = std::uint64_t{1} << (f.mantissa_bits - 1 + f.code_shift);
         if (!(c & quiet)) want = {c | quiet, flag::invalid, 0};
       }
+      std::uint32_t step = 0;
       auto check = [&](const Result& got, const char* path) {
-        if (got == want) return;
-        rec.mismatch(rec.wants_description()
-                         ? describe(f, c, f, p, path, want, "the code itself", got, path)
-                         : std::string());
+        if (got != want)
+          rec.mismatch({i, step}, [&] { return describe(f, c, f, p, path, want, "the code itself", got, path); });
+        ++step;
       };
       check(convert(f, c, f, p), "fast path, into itself");
       check(exact::convert(f, c, f, p), "exact path, into itself");
@@ -167,10 +180,10 @@ Outcome round_trip(const Progress& progress) {
       check(exact::convert(formats::f64, wide_x.code, f, p), "exact path, through f64");
       // The widening itself is exact: no flag other than a signaling NaN's invalid.
       if ((wide.flags & ~flag::invalid) != 0 || wide.ternary != 0)
-        rec.mismatch(rec.wants_description()
-                         ? describe(f, c, formats::f64, p, "widening must be exact", {wide.code, 0, 0}, "exact widening",
-                                    wide, "fast path")
-                         : std::string());
+        rec.mismatch({i, step}, [&] {
+          return describe(f, c, formats::f64, p, "widening must be exact", {wide.code, 0, 0}, "exact widening", wide,
+                          "fast path");
+        });
       rec.cases(5);
     }
     tick.advance(e - b);
@@ -212,38 +225,44 @@ std::vector<Input> midpoint_inputs(const Format& src, const std::vector<double>&
   return v;
 }
 
-Outcome midpoint_sweep(bool reduced_wide, const Progress& progress) {
-  const std::vector<NamedPolicy> all = sweep_policies(false);
-  const std::vector<NamedPolicy> reduced = sweep_policies(reduced_wide);
-  // Inputs of one target depend on the target; run target by target, accumulating.
-  Recorder total;
-  std::vector<std::pair<const Format*, std::vector<Input>>> work;
-  std::uint64_t units = 0;
+// The midpoint sweep's inputs as one list: for each format of at most 16 bits, its points as f32 sources,
+// then as f64 sources.
+struct Segment {
+  const Format* target;
+  std::vector<Input> inputs;
+};
+
+std::vector<Segment> midpoint_segments() {
+  std::vector<Segment> v;
   for (const Format* t : small_formats(16)) {
     const std::vector<double> pts = midpoint_points(*t);
-    for (const Format* src : {&formats::f32, &formats::f64}) {
-      work.emplace_back(t, midpoint_inputs(*src, pts));
-      units += work.back().second.size();
+    for (const Format* src : {&formats::f32, &formats::f64}) v.push_back({t, midpoint_inputs(*src, pts)});
+  }
+  return v;
+}
+
+std::uint64_t midpoint_count() {
+  std::uint64_t n = 0;
+  for (const Segment& s : midpoint_segments()) n += s.inputs.size();
+  return n;
+}
+
+Outcome midpoint_sweep(bool reduced_wide, Range r, const Progress& progress) {
+  const std::vector<NamedPolicy> all = sweep_policies(false);
+  const std::vector<NamedPolicy> reduced = sweep_policies(reduced_wide);
+  Recorder rec;
+  Ticker tick(progress, r.size());
+  std::uint64_t first = 0;  // the check's position of the segment's first input
+  for (const Segment& seg : midpoint_segments()) {
+    const std::uint64_t last = first + seg.inputs.size();
+    if (r.begin < last && r.end > first) {
+      const Range local{std::max(r.begin, first) - first, std::min(r.end, last) - first};
+      fast_vs_exact(rec, tick, seg.inputs, local, first, {seg.target}, seg.target->storage_bits() > 8 ? reduced : all);
     }
+    first = last;
   }
-  std::uint64_t done = 0;
-  std::vector<std::string> examples;
-  Outcome out;
-  for (const auto& [t, inputs] : work) {
-    const std::vector<NamedPolicy>& pol = t->storage_bits() > 8 ? reduced : all;
-    const std::uint64_t base = done;
-    const Progress sub = [&](std::uint64_t d, std::uint64_t) {
-      if (progress) progress(base + d, units);
-    };
-    const Outcome o = fast_vs_exact(inputs, {t}, [&](const Format&) -> const std::vector<NamedPolicy>& { return pol; },
-                                    sub);
-    done += inputs.size();
-    out.cases += o.cases;
-    out.mismatches += o.mismatches;
-    for (const std::string& s : o.examples)
-      if (out.examples.size() < kept_examples) out.examples.push_back(s);
-  }
-  return out;
+  tick.finish();
+  return rec.outcome();
 }
 
 // ---- stochastic modes ---------------------------------------------------------------------------
@@ -258,7 +277,7 @@ std::uint64_t splitmix(std::uint64_t x) {
 // Random R for sr-a / sr-b / sr-c with several N, on inputs drawn from every small format's codes,
 // 16-bit codes, and f32 / f64 bit patterns (f64 mostly within the small formats' range), into every
 // format of at most 16 bits plus tf32 and f32.
-Outcome stochastic_sweep(std::uint64_t count, const Progress& progress) {
+Outcome stochastic_sweep(Range range, const Progress& progress) {
   static constexpr int widths[] = {1, 2, 3, 4, 5, 8, 11, 16, 23, 31, 32};
   static constexpr Rounding modes[] = {Rounding::sr_a, Rounding::sr_b, Rounding::sr_c};
   const std::vector<const Format*> small = small_formats(8);
@@ -267,9 +286,9 @@ Outcome stochastic_sweep(std::uint64_t count, const Progress& progress) {
   targets.push_back(&formats::tf32);
   targets.push_back(&formats::f32);
   Recorder rec;
-  Ticker tick(progress, count);
-  parallel_chunks(count, 4096, [&](std::uint64_t b, std::uint64_t e) {
-    for (std::uint64_t i = b; i < e; ++i) {
+  Ticker tick(progress, range.size());
+  parallel_chunks(range.size(), 4096, [&](std::uint64_t b, std::uint64_t e) {
+    for (std::uint64_t i = range.begin + b; i < range.begin + e; ++i) {
       std::uint64_t h = splitmix(i ^ 0x5EED5EED12345678ull);
       auto take = [&](std::uint64_t n) {
         const std::uint64_t r = h % n;
@@ -299,7 +318,7 @@ Outcome stochastic_sweep(std::uint64_t count, const Progress& progress) {
       p.tininess = take(2) ? Tininess::after : Tininess::before;
       const std::uint64_t r = bits::low(take(~std::uint64_t{0}), p.sr_bits);
       const exact::Value v = exact::from_code(*in.from, in.code, false);
-      compare_one(rec, in, v, to, p, "", r);
+      compare_one(rec, {i, 0}, in, v, to, p, "", r);
     }
     rec.cases(e - b);
     tick.advance(e - b);
@@ -308,42 +327,43 @@ Outcome stochastic_sweep(std::uint64_t count, const Progress& progress) {
   return rec.outcome();
 }
 
+// A check whose inputs are a fixed count of cases (the stochastic sweeps: case i is drawn from seed i).
+Check counted_check(std::string name, Tier tier, std::string description, std::uint64_t count,
+                    std::function<Outcome(Range, const Progress&)> run) {
+  return {std::move(name), tier, std::move(description), "random case", [count] { return count; }, std::move(run)};
+}
+
 }  // namespace
 
 std::vector<Check> sweep_checks() {
   std::vector<Check> v;
   v.push_back({"round-trip", Tier::quick,
                "every code of every format of at most 16 bits into itself and through f64 and back, fast and exact",
-               round_trip});
-  v.push_back({"exhaustive-8bit", Tier::quick,
-               "every code of every format of at most 8 bits x every target x every deterministic policy "
-               "(rounding, overflow, subnormals, tininess) and every profile's quirks: fast == exact",
-               [](const Progress& progress) {
-                 const std::vector<NamedPolicy> pol = sweep_policies(false);
-                 return fast_vs_exact(all_codes(small_formats(8)), sweep_targets(),
-                                      [&](const Format&) -> const std::vector<NamedPolicy>& { return pol; }, progress);
-               }});
+               "code", [] { return static_cast<std::uint64_t>(all_codes(small_formats(16)).size()); }, round_trip});
+  v.push_back(exhaustive_check("exhaustive-8bit", Tier::quick,
+                               "every code of every format of at most 8 bits x every target x every deterministic "
+                               "policy (rounding, overflow, subnormals, tininess) and every profile's quirks: fast == "
+                               "exact",
+                               small_formats(8)));
   v.push_back({"midpoints", Tier::quick,
                "f32 and f64 sources into every format of at most 16 bits: every value, every midpoint (and the "
                "one beyond max), one source ulp either side; all policies for 8-bit targets, a reduced set for "
                "16-bit ones: fast == exact",
-               [](const Progress& progress) { return midpoint_sweep(true, progress); }});
-  v.push_back({"stochastic", Tier::quick,
-               "sr-a, sr-b, sr-c with random R and N in 1..32, random inputs, every small target: fast == exact",
-               [](const Progress& progress) { return stochastic_sweep(2'000'000, progress); }});
-  v.push_back({"exhaustive-16bit", Tier::full,
-               "every bf16 and f16 code x every target x every deterministic policy and profile quirk: "
-               "fast == exact",
-               [](const Progress& progress) {
-                 const std::vector<NamedPolicy> pol = sweep_policies(false);
-                 return fast_vs_exact(all_codes({&formats::bf16, &formats::f16}), sweep_targets(),
-                                      [&](const Format&) -> const std::vector<NamedPolicy>& { return pol; }, progress);
-               }});
+               "source code", midpoint_count,
+               [](Range r, const Progress& progress) { return midpoint_sweep(true, r, progress); }});
+  v.push_back(counted_check("stochastic", Tier::quick,
+                            "sr-a, sr-b, sr-c with random R and N in 1..32, random inputs, every small target: fast "
+                            "== exact",
+                            2'000'000, stochastic_sweep));
+  v.push_back(exhaustive_check("exhaustive-16bit", Tier::full,
+                               "every bf16 and f16 code x every target x every deterministic policy and profile "
+                               "quirk: fast == exact",
+                               {&formats::bf16, &formats::f16}));
   v.push_back({"midpoints-all-policies", Tier::full,
-               "the midpoint sweep with every deterministic policy for the 16-bit targets too",
-               [](const Progress& progress) { return midpoint_sweep(false, progress); }});
-  v.push_back({"stochastic-long", Tier::full, "the stochastic sweep with 40 million cases",
-               [](const Progress& progress) { return stochastic_sweep(40'000'000, progress); }});
+               "the midpoint sweep with every deterministic policy for the 16-bit targets too", "source code",
+               midpoint_count, [](Range r, const Progress& progress) { return midpoint_sweep(false, r, progress); }});
+  v.push_back(counted_check("stochastic-long", Tier::full, "the stochastic sweep with 40 million cases", 40'000'000,
+                            stochastic_sweep));
   return v;
 }
 

@@ -29,11 +29,11 @@ class ConformanceCheck : public testing::Test {
  public:
   explicit ConformanceCheck(const Check* check) : check_(check) {}
   void TestBody() override {
-    const lowbit::checks::Outcome o = check_->run({});
+    const lowbit::checks::Outcome o = lowbit::checks::run_all(*check_);
     if (o.skipped) GTEST_SKIP() << o.note;
     EXPECT_GT(o.cases, 0u) << check_->name << " ran no case";
     std::string examples;
-    for (const std::string& e : o.examples) examples += "\n  " + e;
+    for (const lowbit::checks::Example& e : o.examples) examples += "\n  " + e.text;
     EXPECT_EQ(o.mismatches, 0u) << check_->name << ": " << o.mismatches << " of " << o.cases
                                 << " cases disagree; first ones:" << examples;
   }

@@ -23,5 +23,7 @@ void add_verify_checkpoint(CLI::App& app);
 void add_vectors(CLI::App& app);
 // `lowbit report`: report_cmd.cpp.
 void add_report(CLI::App& app);
+// `lowbit merge`: merge_cmd.cpp.
+void add_merge(CLI::App& app);
 
 }  // namespace lowbit::cli

@@ -1,9 +1,11 @@
-// `lowbit conform [--tier quick|full] [--out DIR] [--check NAME]... [--list]`: the main job.
+// `lowbit conform [--tier quick|full] [--out DIR] [--check NAME]... [--shard I/N] [--list]`: the main job.
 //
 // Runs the conformance checks through the library (conformance/checks), shows progress on stderr,
-// prints a table (check, cases, mismatches, seconds), writes DIR/conformance.json and
-// DIR/conformance.md atomically (temporary file + rename), and exits 0 when every check that ran found
-// no mismatch, 1 otherwise, 2 on a usage error.
+// prints a table (check, cases, mismatches, seconds), writes DIR/conformance.json, DIR/conformance.md and
+// DIR/junit.xml atomically (temporary file + rename), and exits 0 when every check that ran found no
+// mismatch, 1 otherwise, 2 on a usage error.  With --shard I/N it runs the I-th of N parts of every
+// check's inputs (conformance/checks/shard.hpp) and writes DIR/shard.json instead, which `lowbit merge`
+// joins with the other parts into the report the unsharded run writes.
 #include <unistd.h>
 
 #include <chrono>
@@ -18,6 +20,8 @@
 
 #include "checks.hpp"
 #include "commands.hpp"
+#include "conform_report.hpp"
+#include "shard.hpp"
 
 namespace lowbit::cli {
 
@@ -25,19 +29,18 @@ namespace {
 
 namespace fs = std::filesystem;
 using checks::Check;
+using checks::CheckRun;
 using checks::Outcome;
+using checks::RunInfo;
 using json = nlohmann::ordered_json;
-
-struct Row {
-  const Check* check;
-  Outcome outcome;
-  double seconds = 0;
-};
+using Row = CheckRun;
 
 struct Options {
   std::string tier = "quick";
   std::string out = "reports/out";
   std::vector<std::string> only;
+  std::string shard;     // "I/N"
+  bool sharded = false;  // --shard was given
   bool list = false;
 };
 
@@ -98,45 +101,45 @@ class ProgressLine {
 
 void print_table(std::ostream& os, const std::vector<Row>& rows) {
   std::size_t w = 5;
-  for (const Row& r : rows) w = std::max(w, r.check->name.size());
+  for (const Row& r : rows) w = std::max(w, r.name.size());
   char line[512];
   std::snprintf(line, sizeof line, "%-*s  %-5s  %14s  %10s  %9s  %s\n", static_cast<int>(w), "check", "tier", "cases",
                 "mismatches", "seconds", "status");
   os << line;
   for (const Row& r : rows) {
-    std::snprintf(line, sizeof line, "%-*s  %-5s  %14llu  %10llu  %9s  %s\n", static_cast<int>(w),
-                  r.check->name.c_str(), checks::name(r.check->tier),
-                  static_cast<unsigned long long>(r.outcome.cases),
+    std::snprintf(line, sizeof line, "%-*s  %-5s  %14llu  %10llu  %9s  %s\n", static_cast<int>(w), r.name.c_str(),
+                  checks::name(r.tier), static_cast<unsigned long long>(r.outcome.cases),
                   static_cast<unsigned long long>(r.outcome.mismatches), seconds_text(r.seconds).c_str(),
                   status_of(r).c_str());
     os << line;
   }
 }
 
-json report_json(const std::vector<Row>& rows, const std::string& tier, const std::string& started, double total,
-                 bool conformant) {
+json report_json(const std::vector<Row>& rows, const RunInfo& info, bool conformant) {
   json j;
   j["schema_version"] = 1;
-#ifdef LOWBIT_VERSION
-  j["lowbit_version"] = LOWBIT_VERSION;
-#endif
-  j["tier"] = tier;
-  j["started"] = started;
-  j["seconds"] = total;
-  j["threads"] = std::thread::hardware_concurrency();
+  j["lowbit_version"] = info.version;
+  j["tier"] = info.tier;
+  j["started"] = info.started;
+  j["seconds"] = info.seconds;
+  j["threads"] = info.threads;
   j["conformant"] = conformant;
   json list = json::array();
   for (const Row& r : rows) {
     json c;
-    c["name"] = r.check->name;
-    c["tier"] = checks::name(r.check->tier);
-    c["description"] = r.check->description;
+    c["name"] = r.name;
+    c["tier"] = checks::name(r.tier);
+    c["description"] = r.description;
+    c["inputs"] = r.inputs;
+    c["unit"] = r.unit;
     c["status"] = status_of(r);
     c["cases"] = r.outcome.cases;
     c["mismatches"] = r.outcome.mismatches;
     c["seconds"] = r.seconds;
     if (!r.outcome.note.empty()) c["note"] = r.outcome.note;
-    c["first_mismatches"] = r.outcome.examples;
+    json first = json::array();
+    for (const checks::Example& e : r.outcome.examples) first.push_back(e.text);
+    c["first_mismatches"] = first;
     list.push_back(c);
   }
   j["checks"] = list;
@@ -162,37 +165,88 @@ std::string accuracy_link(const fs::path& dir) {
   return accuracy_snapshot;
 }
 
-std::string report_markdown(const std::vector<Row>& rows, const std::string& tier, const std::string& started,
-                            double total, bool conformant, const std::string& accuracy) {
+std::string report_markdown(const std::vector<Row>& rows, const RunInfo& info, bool conformant,
+                            const std::string& accuracy) {
   std::ostringstream md;
   md << "# lowbit conformance report\n\n";
-#ifdef LOWBIT_VERSION
-  md << "- lowbit " << LOWBIT_VERSION << "\n";
-#endif
-  md << "- tier: " << tier << "\n- started: " << started << "\n- total: " << seconds_text(total) << " s on "
-     << std::thread::hardware_concurrency() << " hardware threads\n- result: "
-     << (conformant ? "**conformant** (no mismatch)" : "**MISMATCHES FOUND**") << "\n\n";
+  md << "- lowbit " << info.version << "\n";
+  md << "- tier: " << info.tier << "\n- started: " << info.started << "\n- total: " << seconds_text(info.seconds)
+     << " s on " << info.threads
+     << " hardware threads\n- result: " << (conformant ? "**conformant** (no mismatch)" : "**MISMATCHES FOUND**")
+     << "\n\n";
   md << "| check | tier | cases | mismatches | seconds | status |\n|---|---|---:|---:|---:|---|\n";
   for (const Row& r : rows)
-    md << "| " << r.check->name << " | " << checks::name(r.check->tier) << " | " << r.outcome.cases << " | "
-       << r.outcome.mismatches << " | " << seconds_text(r.seconds) << " | " << status_of(r) << " |\n";
+    md << "| " << r.name << " | " << checks::name(r.tier) << " | " << r.outcome.cases << " | " << r.outcome.mismatches
+       << " | " << seconds_text(r.seconds) << " | " << status_of(r) << " |\n";
   md << "\n## What each check does\n\n";
   for (const Row& r : rows) {
-    md << "- **" << r.check->name << "**: " << r.check->description;
-    if (!r.outcome.note.empty()) md << " (" << r.outcome.note << ")";
-    md << "\n";
+    md << "- **" << r.name << "**: " << r.description << " (" << r.inputs << " " << r.unit << "s";
+    if (!r.outcome.note.empty()) md << "; " << r.outcome.note;
+    md << ")\n";
   }
   bool any = false;
   for (const Row& r : rows) {
     if (r.outcome.examples.empty()) continue;
     if (!any) md << "\n## First mismatches\n";
     any = true;
-    md << "\n### " << r.check->name << " (" << r.outcome.mismatches << " in all)\n\n";
-    for (const std::string& e : r.outcome.examples) md << "- `" << e << "`\n";
+    md << "\n### " << r.name << " (" << r.outcome.mismatches << " in all)\n\n";
+    for (const checks::Example& e : r.outcome.examples) md << "- `" << e.text << "`\n";
   }
   md << "\n## Accuracy report\n\nWhat these formats, scaling schemes and accumulation models do to realistic "
         "tensors: [the accuracy report](" << accuracy << ") (regenerate with `" << accuracy_command << "`).\n";
   return md.str();
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&apos;"; break;
+      default:
+        // XML 1.0 admits no control characters but tab and newline.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') o += "?";
+        else o += c;
+    }
+  }
+  return o;
+}
+
+// One <testcase> per check: a <failure> with the first mismatches, or <skipped> with the reason.
+std::string junit_xml(const std::vector<Row>& rows, const RunInfo& info) {
+  std::uint64_t failures = 0, skipped = 0;
+  for (const Row& r : rows) {
+    if (r.outcome.skipped) ++skipped;
+    else if (r.outcome.mismatches) ++failures;
+  }
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.3f", info.seconds);
+  const std::string counts = "tests=\"" + std::to_string(rows.size()) + "\" failures=\"" + std::to_string(failures) +
+                             "\" errors=\"0\" skipped=\"" + std::to_string(skipped) + "\" time=\"" + secs + "\"";
+  std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x += "<testsuites name=\"lowbit conform\" " + counts + ">\n";
+  x += "  <testsuite name=\"lowbit conform " + xml_escape(info.tier) + "\" " + counts + ">\n";
+  for (const Row& r : rows) {
+    std::snprintf(secs, sizeof secs, "%.3f", r.seconds);
+    x += "    <testcase classname=\"conform." + xml_escape(info.tier) + "\" name=\"" + xml_escape(r.name) +
+         "\" time=\"" + secs + "\"";
+    if (r.outcome.skipped) {
+      x += ">\n      <skipped message=\"" + xml_escape(r.outcome.note) + "\"/>\n    </testcase>\n";
+    } else if (r.outcome.mismatches) {
+      std::string body;
+      for (const checks::Example& e : r.outcome.examples) body += e.text + "\n";
+      x += ">\n      <failure message=\"" + std::to_string(r.outcome.mismatches) + " of " +
+           std::to_string(r.outcome.cases) + " cases disagree\" type=\"mismatch\">" + xml_escape(body) +
+           "</failure>\n    </testcase>\n";
+    } else {
+      x += "/>\n";
+    }
+  }
+  x += "  </testsuite>\n</testsuites>\n";
+  return x;
 }
 
 // Write a file atomically: a temporary file in the same folder, then rename over the target.
@@ -214,6 +268,15 @@ void write_atomically(const fs::path& path, const std::string& text) {
 }
 
 int run(const Options& o) {
+  std::optional<checks::Shard> shard;
+  if (o.sharded) {
+    std::string error;
+    shard = checks::parse_shard(o.shard, error);
+    if (!shard) {
+      std::cerr << "lowbit: --shard: " << error << "\n";
+      return 2;
+    }
+  }
   const checks::Tier tier = *checks::parse_tier(o.tier);
   std::vector<const Check*> selected;
   if (o.only.empty()) {
@@ -242,50 +305,81 @@ int run(const Options& o) {
     return 2;
   }
 
-  const std::string started = now_utc();
+  RunInfo info{LOWBIT_VERSION, o.tier, now_utc(), 0, std::thread::hardware_concurrency()};
+  if (shard) std::cerr << "shard " << checks::shard_text(*shard) << " of every check's inputs\n";
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Row> rows;
   std::size_t index = 0;
   for (const Check* c : selected) {
-    ProgressLine line(c->name, ++index, selected.size());
-    Row r{c, {}, 0};
-    r.outcome = c->run([&](std::uint64_t done, std::uint64_t total) { line.update(done, total); });
+    Row r{c->name, c->tier, c->description, c->unit, c->inputs(), {}, {}, 0};
+    r.range = shard ? checks::shard_range(r.inputs, *shard) : checks::Range{0, r.inputs};
+    std::string label = c->name;
+    if (shard)
+      label += " (inputs " + std::to_string(r.range.begin) + "-" + std::to_string(r.range.end) + " of " +
+               std::to_string(r.inputs) + ")";
+    ProgressLine line(label, ++index, selected.size());
+    r.outcome = c->run(r.range, [&](std::uint64_t done, std::uint64_t total) { line.update(done, total); });
     r.seconds = line.elapsed();
     line.done(r);
     rows.push_back(std::move(r));
   }
-  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  bool conformant = true;
-  for (const Row& r : rows) conformant = conformant && r.outcome.mismatches == 0;
+  info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   std::cout << "\n";
-  print_table(std::cout, rows);
-  std::cout << "\n" << (conformant ? "conformant" : "MISMATCHES FOUND") << " (" << o.tier << " tier, "
-            << seconds_text(total) << " s)\n";
-  for (const Row& r : rows) {
-    if (r.outcome.examples.empty()) continue;
-    std::cout << "\n" << r.check->name << ": first mismatches of " << r.outcome.mismatches << ":\n";
-    for (const std::string& e : r.outcome.examples) std::cout << "  " << e << "\n";
-  }
-
+  print_conformance_summary(std::cout, rows, info, shard ? "shard " + checks::shard_text(*shard) + ", " : "");
+  std::vector<std::string> names;
+  for (const Check* c : selected) names.push_back(c->name);
   try {
-    json j = report_json(rows, o.tier, started, total, conformant);
-    j["accuracy_report"] = {{"link", accuracy_link(dir)}, {"command", accuracy_command}};
-    write_atomically(dir / "conformance.json", j.dump(2) + "\n");
-    write_atomically(dir / "conformance.md",
-                     report_markdown(rows, o.tier, started, total, conformant, accuracy_link(dir)));
+    if (shard) {
+      checks::write_shard(dir, checks::conform_shard_doc(*shard, info, names, rows, checks::build_id()));
+      std::cout << "\nshard result: " << (dir / checks::shard_file).string()
+                << " (join the shards with lowbit merge)\n";
+      std::cout.flush();
+      return conformant(rows) ? 0 : 1;
+    }
+    write_conformance_report(dir, rows, info);
   } catch (const std::exception& e) {
     std::cerr << "lowbit: --out: " << e.what() << "\n";
     return 2;
   }
-  std::cout << "\nreport: " << (dir / "conformance.json").string() << ", " << (dir / "conformance.md").string()
-            << "\n";
+  std::cout << "\nreport: " << (dir / "conformance.json").string() << ", " << (dir / "conformance.md").string() << ", "
+            << (dir / "junit.xml").string() << "\n";
   std::cout << "accuracy report: " << accuracy_snapshot << " (regenerate: " << accuracy_command << ")\n";
   std::cout.flush();
-  return conformant ? 0 : 1;
+  return conformant(rows) ? 0 : 1;
 }
 
 }  // namespace
+
+bool conformant(const std::vector<checks::CheckRun>& runs) {
+  for (const checks::CheckRun& r : runs)
+    if (r.outcome.mismatches != 0) return false;
+  return true;
+}
+
+void print_conformance_summary(std::ostream& os, const std::vector<checks::CheckRun>& runs, const checks::RunInfo& info,
+                               const std::string& what) {
+  const bool ok = conformant(runs);
+  print_table(os, runs);
+  os << "\n"
+     << (ok ? "conformant" : "MISMATCHES FOUND") << " (" << what << info.tier << " tier, " << seconds_text(info.seconds)
+     << " s)\n";
+  for (const checks::CheckRun& r : runs) {
+    if (r.outcome.examples.empty()) continue;
+    os << "\n" << r.name << ": first mismatches of " << r.outcome.mismatches << ":\n";
+    for (const checks::Example& e : r.outcome.examples) os << "  " << e.text << "\n";
+  }
+}
+
+void write_conformance_report(const fs::path& dir, const std::vector<checks::CheckRun>& runs,
+                              const checks::RunInfo& info) {
+  const bool ok = conformant(runs);
+  json j = report_json(runs, info, ok);
+  j["accuracy_report"] = {{"link", accuracy_link(dir)}, {"command", accuracy_command}};
+  write_atomically(dir / "conformance.json", j.dump(2) + "\n");
+  write_atomically(dir / "conformance.md", report_markdown(runs, info, ok, accuracy_link(dir)));
+  write_atomically(dir / "junit.xml", junit_xml(runs, info));
+}
 
 void add_conform(CLI::App& app) {
   auto opts = std::make_shared<Options>();
@@ -294,10 +388,17 @@ void add_conform(CLI::App& app) {
   sub->add_option("--tier", opts->tier, "quick (every CI run, under 10 minutes on 2 cores) or full (exhaustive)")
       ->check(CLI::IsMember({"quick", "full"}))
       ->capture_default_str();
-  sub->add_option("--out", opts->out, "Directory for conformance.json and conformance.md")->capture_default_str();
+  sub->add_option("--out", opts->out,
+                  "Directory for conformance.json, conformance.md and junit.xml (with --shard: "
+                  "shard.json and shard.json.sha256)")
+      ->capture_default_str();
   sub->add_option("--check", opts->only, "Run only the named check (repeatable; see --list)");
+  auto* shard = sub->add_option(
+      "--shard", opts->shard,
+      "Run part I of N of every check's inputs (1 <= I <= N) and write a shard result for lowbit merge");
   sub->add_flag("--list", opts->list, "List the checks and exit");
-  sub->callback([opts] {
+  sub->callback([opts, shard] {
+    opts->sharded = shard->count() > 0;
     std::cout.flush();
     const int code = run(*opts);
     std::cout.flush();

@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
 
   namespace C = lowbit::cli;
   for (auto add : {C::add_formats, C::add_profiles, C::add_decode, C::add_table, C::add_convert, C::add_conform,
-                   C::add_gemm, C::add_quantize, C::add_verify_checkpoint, C::add_vectors, C::add_report})
+                   C::add_gemm, C::add_quantize, C::add_verify_checkpoint, C::add_vectors, C::add_report,
+                   C::add_merge})
     add(app);
 
   // CLI11 reports a stray word as "a subcommand is required"; name it instead.

@@ -13,6 +13,7 @@
 #include "lowbit/gate.hpp"
 #include "lowbit/registry.hpp"
 #include "lowbit/vectors.hpp"
+#include "vectors_shard.hpp"
 
 namespace lowbit::cli {
 
@@ -28,6 +29,8 @@ struct VectorsOptions {
   std::vector<std::string> only;  // check: glob patterns selecting files / cases
   long long seed = static_cast<long long>(V::default_seed);
   long long max_report = 10;
+  std::string shard;     // generate, gate: "I/N" (vectors_shard.hpp)
+  bool sharded = false;  // --shard was given
 };
 
 std::uint64_t checked_seed(long long seed) {
@@ -41,11 +44,20 @@ void run_list() {
 
 void run_generate(const VectorsOptions& o) {
   if (o.out.empty()) throw InputError("--out: required");
+  std::optional<checks::Shard> shard;
+  if (o.sharded) shard = V::shard_option(o.shard);
   V::Suite s;
   try {
     s = V::generate(o.suite, checked_seed(o.seed));
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());
+  }
+  if (shard) {
+    // Every shard generates the whole suite (under a second for the largest) and writes only its part.
+    V::write_suite_shard(s, *shard, o.out);
+    std::cout << s.name << ": shard " << checks::shard_text(*shard) << " written to " << o.out
+              << " (join with lowbit merge)\n";
+    return;
   }
   V::write_suite(s, o.out);
   std::cout << s.name << ": " << s.files.size() << " files written to " << o.out << "\n";
@@ -139,6 +151,10 @@ int run_check(const VectorsOptions& o) {
 int run_gate(const VectorsOptions& o) {
   const std::size_t report_lines = max_report(o.max_report);
   const std::uint64_t seed = checked_seed(o.seed);
+  std::optional<checks::Shard> shard;
+  if (o.sharded) shard = V::shard_option(o.shard);
+  if (shard && o.out.empty()) throw InputError("--out: required with --shard (the folder for the shard's result)");
+  if (!shard && !o.out.empty()) throw InputError("--out: only with --shard (the report goes to stdout and --junit)");
   std::vector<std::string> names = o.suites;
   if (names.empty())
     for (const V::SuiteInfo& s : V::suites())
@@ -154,10 +170,32 @@ int run_gate(const VectorsOptions& o) {
   const gate::Subject subject = gate::load_plugin(o.plugin);
   std::cout << "plugin: " << subject.name << " (" << o.plugin << ")\n";
   std::vector<V::SuiteReport> reports;
-  for (const V::Suite& s : generated)
-    reports.push_back(gate::run_suite(subject, V::golden_from(s), std::max<std::size_t>(report_lines, 1)));
+  V::GateShard part;  // with --shard: what this shard ran
+  for (const V::Suite& s : generated) {
+    V::Golden g = V::golden_from(s);
+    if (shard) {
+      const std::uint64_t units = V::unit_count(g);
+      part.space.push_back({s.name, units, checks::shard_range(units, *shard)});
+      g = V::golden_part(g, part.space.back().range);
+    }
+    reports.push_back(gate::run_suite(subject, g, std::max<std::size_t>(report_lines, 1)));
+  }
   V::print_reports(reports, report_lines);
   write_junit(o.junit, reports, "lowbit gate");
+  if (shard) {
+    part.suites = names;
+    part.seed = seed;
+    part.max_report = report_lines;
+    part.plugin = V::plugin_identity(o.plugin, subject.name);
+    part.reports = reports;
+    std::error_code ec;
+    fs::create_directories(o.out, ec);
+    if (ec || !fs::is_directory(o.out)) throw InputError("--out: cannot create folder '" + o.out + "'");
+    try {
+      checks::write_shard(o.out, V::gate_shard_doc(*shard, part));
+    } catch (const std::runtime_error& e) { throw InputError(std::string("--out: ") + e.what()); }
+    std::cout << "shard " << checks::shard_text(*shard) << " written to " << o.out << " (join with lowbit merge)\n";
+  }
   for (const V::SuiteReport& r : reports)
     if (r.mismatches()) return 1;
   return 0;
@@ -175,7 +213,12 @@ void add_vectors(CLI::App& app) {
   gen->add_option("--suite", o->suite, "Suite name (see `lowbit vectors list`)")->required();
   gen->add_option("--out", o->out, "Folder to create (it must not exist, or be empty)")->required();
   gen->add_option("--seed", o->seed, "Seed of the random cases (default 1)");
-  gen->callback([o] { guarded([o] { run_generate(*o); }); });
+  auto* gen_shard = gen->add_option(
+      "--shard", o->shard, "Write only part I of N of the suite's files or cases, for lowbit merge (1 <= I <= N)");
+  gen->callback([o, gen_shard] {
+    o->sharded = gen_shard->count() > 0;
+    guarded([o] { run_generate(*o); });
+  });
 
   auto* check = app.add_subcommand(
       "check", "Compare a subject's results with golden vectors: exit 0 all match, 1 mismatches, 2 damaged golden "
@@ -201,7 +244,11 @@ void add_vectors(CLI::App& app) {
   gate->add_option("--seed", o->seed, "Seed of the random cases (default 1)");
   gate->add_option("--junit", o->junit, "Write JUnit XML here");
   gate->add_option("--max-report", o->max_report, "Mismatch lines to print (default 10)");
-  gate->callback([o] {
+  auto* gate_shard = gate->add_option("--shard", o->shard,
+                                      "Run only part I of N of each suite's files or cases (1 <= I <= N); needs --out");
+  gate->add_option("--out", o->out, "With --shard: the folder for the shard's result (shard.json), for lowbit merge");
+  gate->callback([o, gate_shard] {
+    o->sharded = gate_shard->count() > 0;
     int rc = 0;
     guarded([&] { rc = run_gate(*o); });
     if (rc != 0) throw CLI::RuntimeError(rc);
