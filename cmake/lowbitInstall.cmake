@@ -9,9 +9,9 @@
 #   share/doc/lowbit/                         README.md, CHANGELOG.md, the accuracy-report snapshot
 #
 # Two install components: `runtime` (the command line and its data) and `development` (headers, the
-# library, the CMake package); `cmake --install build --prefix P` installs both (and the Python
-# package's files where LOWBIT_PYTHON is on: their own component, `python`).  Included by the top-level
-# CMakeLists.txt after every target is defined.
+# library, the CMake package); `cmake --install build --prefix P` installs both.  The Python package's
+# files are component `python`, installed only by the wheel's build (python/CMakeLists.txt).  Included by
+# the top-level CMakeLists.txt after every target is defined.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 

@@ -46,9 +46,8 @@ def run(args, *, cwd=None, env=None, check=True, timeout=600):
 
 
 def install_prefix(prefix):
-    """`cmake --install` of the runtime and development components into `prefix`."""
-    for component in ("runtime", "development"):
-        run([CMAKE, "--install", BUILD, "--prefix", prefix, "--component", component])
+    """`cmake --install` into `prefix`, as README.md shows it (every component but the Python package's)."""
+    run([CMAKE, "--install", BUILD, "--prefix", prefix])
 
 
 def build_deb(out_dir):

@@ -43,5 +43,6 @@ def test_the_installed_files(tmp_path):
     for name in ("bin/lowbit", "lib/liblowbit_reference.a", "share/lowbit/vectors/SPEC.md",
                  "share/lowbit/report/render.py", "share/doc/lowbit/accuracy/index.html"):
         assert (prefix / name).is_file(), name
-    # The Python package's files (component python) are not part of these components.
-    assert not (prefix / "lowbit").exists()
+    # Nothing else: the Python package's files (component python) are the wheel's alone.
+    assert sorted(p.name for p in prefix.iterdir()) == ["bin", "include", "lib", "share"]
+    assert sorted(p.name for p in (prefix / "bin").iterdir()) == ["lowbit"]
