@@ -25,8 +25,9 @@ add_library(lowbit::plugin ALIAS lowbit_plugin)
 target_include_directories(lowbit_plugin INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>)
 
 # The exported libraries: target lowbit_NAME is exported as lowbit::NAME.  Adding a library to the
-# package is adding its NAME here (its headers are installed by the install(DIRECTORY) lines below when
-# they live outside reference/include).
+# package is adding its NAME here; it needs its include directories as $<BUILD_INTERFACE:...> (INCLUDES
+# DESTINATION below adds the installed include/), an install(DIRECTORY) line for a header folder other than
+# reference/include/lowbit, and a line in lowbitConfig.cmake.in's list of targets.
 set(LOWBIT_EXPORTED_LIBRARIES elements reference plugin)
 
 foreach(_name IN LISTS LOWBIT_EXPORTED_LIBRARIES)
