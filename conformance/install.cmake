@@ -30,4 +30,10 @@ while(_lowbit_install_tests)
   add_test(NAME ${_name}
            COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/install/${_file})
   set_tests_properties(${_name} PROPERTIES LABELS ${_tier} ENVIRONMENT "${_lowbit_install_env}" TIMEOUT ${_timeout})
+  # The Python package's fixture (python/CMakeLists.txt) reconfigures this build directory with
+  # scikit-build-core, rewriting the install scripts and CPackConfig.cmake that these tests read: they run
+  # after it, never beside it.
+  if(LOWBIT_PYTHON)
+    set_tests_properties(${_name} PROPERTIES FIXTURES_REQUIRED lowbit_python_venv)
+  endif()
 endwhile()
