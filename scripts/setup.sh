@@ -34,6 +34,8 @@ packages=(
   # The sanitizer build and the fuzz targets (scripts/run-sanitize.sh): clang with libFuzzer and the
   # sanitizer runtimes (libclang-rt-14-dev), llvm-symbolizer for readable reports (llvm-14).
   clang libclang-rt-14-dev llvm-14
+  # The function-size rule of reference/ (conformance/lint.cmake, scripts/check-function-size.sh).
+  clang-tidy
   # The accuracy report's page test (conformance/report/test_browser.py): a browser and its driver.
   chromium chromium-driver
   # The cluster test (conformance/cluster/test_slurm.py): a one-node Slurm started by tools/slurm/local-cluster.
