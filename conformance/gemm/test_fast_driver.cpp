@@ -263,18 +263,23 @@ TEST(FastDriver, CInAnyFormatIsItsF32Value) {
   }
 }
 
-// The exact GEMM takes its blocked integer-valued f64 route without C and its wide fixed-point route with
-// one; a C of +0 changes nothing else, so both must agree on every shape (panels of columns, blocks of
-// rows and slices of K cut anywhere) and rounding.
+// The exact GEMM takes its integer-valued f64 route without C (OpenBLAS's dgemm, e5m2 and mixed operands split
+// into bands, f16 too when its values span few enough binades) and its wide fixed-point route with one; a C of
+// +0 changes nothing else, so both must agree on every shape and rounding.
 TEST(FastDriver, ExactIntegerRouteEqualsWideRoute) {
   std::uint64_t s = 0x5EED0004;
-  const Format* small[] = {&F::e4m3, &F::e5m2, &F::e2m1, &F::e3m2, &F::e2m3};
-  for (int trial = 0; trial < 60; ++trial) {
-    const Format& fa = *small[splitmix(s) % std::size(small)];
-    const Format& fb = *small[splitmix(s) % std::size(small)];
+  const Format* small[] = {&F::e4m3, &F::e5m2, &F::e2m1, &F::e3m2, &F::e2m3, &F::int8, &F::f16};
+  for (int trial = 0; trial < 90; ++trial) {
+    // Every third trial e5m2 x e5m2 (three band products) or e5m2 x e4m3 (two).
+    const Format& fa = trial % 3 == 0 ? F::e5m2 : *small[splitmix(s) % std::size(small)];
+    const Format& fb = trial % 3 == 0 ? (trial % 2 ? F::e4m3 : F::e5m2) : *small[splitmix(s) % std::size(small)];
     const int m = 1 + static_cast<int>(splitmix(s) % 11), n = 1 + static_cast<int>(splitmix(s) % 40);
-    const int k = static_cast<int>(splitmix(s) % 600);
-    const Matrix a = random_matrix(fa, m, k, s, false), b = random_matrix(fb, k, n, s, false);
+    const int k = static_cast<int>(splitmix(s) % (trial % 4 == 3 ? 3000 : 600));
+    Matrix a = random_matrix(fa, m, k, s, false), b = random_matrix(fb, k, n, s, false);
+    // f16 over a few binades (exponent fields 12 to 17) now and then, which the integer route takes.
+    for (Matrix* x : {&a, &b})
+      if (same_format(*x->format, F::f16) && trial % 2)
+        for (auto& code : x->codes) code = (code & 0x83FFu) | ((12 + splitmix(s) % 6) << 10);
     const Matrix zero{&F::f32, m, n, std::vector<std::uint64_t>(static_cast<std::size_t>(m) * n, 0)};
     lowbit::gemm::ExactOptions o;
     if (trial % 2) o.policy.rounding = lowbit::Rounding::rtz;

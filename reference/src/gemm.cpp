@@ -1,20 +1,21 @@
 #include "lowbit/gemm.hpp"
 
 #include <gmpxx.h>
+#include <tbb/blocked_range.h>
+#include <tbb/blocked_range2d.h>
+#include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
 
-#include <tbb/blocked_range.h>
-#include <tbb/blocked_range2d.h>
-#include <tbb/parallel_for.h>
-
 #include "lowbit/convert.hpp"
 #include "lowbit/exact.hpp"
+#include "src/integer_gemm.hpp"
 
 namespace lowbit::gemm {
 
@@ -207,6 +208,85 @@ Grid grid(const Format& f) {
   return {lsb, f.emax() + 1 - lsb};
 }
 
+// The operand's values as integers on its grid (value / 2^lsb), in doubles; `finite_only` is cleared by a NaN
+// or an infinity.  Codes of at most 8 bits through a table of every code.
+std::vector<double> grid_values(const Format& f, const std::vector<std::uint64_t>& codes, int lsb, bool& finite_only) {
+  auto value = [&f, lsb](std::uint64_t code, bool& finite) {
+    const Unpacked u = unpack(f, code);
+    finite = u.cls != ValueClass::nan && u.cls != ValueClass::inf;
+    if (u.cls != ValueClass::finite) return 0.0;
+    const double x = std::ldexp(static_cast<double>(u.significand), u.exponent - lsb);
+    return u.negative ? -x : x;
+  };
+  const std::size_t table_size = f.storage_bits() <= 8 ? std::size_t{1} << f.storage_bits() : 0;
+  std::vector<double> table(table_size);
+  std::vector<std::uint8_t> table_finite(table_size);
+  for (std::size_t c = 0; c < table_size; ++c) {
+    bool finite = true;
+    table[c] = value(c, finite);
+    table_finite[c] = finite;
+  }
+  std::vector<double> v(codes.size());
+  std::atomic<bool> special{false};
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, v.size(), 1 << 14),
+                    [&](const tbb::blocked_range<std::size_t>& r) {
+                      bool all_finite = true;
+                      for (std::size_t i = r.begin(); i != r.end(); ++i) {
+                        const std::uint64_t code = codes[i];
+                        bool finite = true;
+                        if (code < table_size) {
+                          v[i] = table[code];
+                          finite = table_finite[code] != 0;
+                        } else {
+                          v[i] = value(code, finite);
+                        }
+                        all_finite &= finite;
+                      }
+                      if (!all_finite) special = true;
+                    });
+  if (special) finite_only = false;
+  return v;
+}
+
+int width128(u128 x) {
+  const auto high = static_cast<std::uint64_t>(x >> 64);
+  return high ? 64 + std::bit_width(high) : std::bit_width(static_cast<std::uint64_t>(x));
+}
+
+// An exact integer sum times 2^exponent as an Unpacked value with a 64-bit significand: bits below the top 64
+// are folded into its last bit (a sticky bit), as Wide::unpacked does.
+Unpacked unpacked_sum(detail::i128 s, int exponent) {
+  Unpacked u;
+  if (s == 0) return u;  // an exact zero sum is +0
+  u.cls = ValueClass::finite;
+  u.negative = s < 0;
+  const auto mag = static_cast<u128>(s < 0 ? -s : s);
+  const int drop = std::max(0, width128(mag) - 64);
+  const bool sticky = drop > 0 && (mag & ((static_cast<u128>(1) << drop) - 1)) != 0;
+  u.significand = static_cast<std::uint64_t>(mag >> drop) | (sticky ? 1 : 0);
+  u.exponent = exponent + drop;
+  return u;
+}
+
+// 2^e as a double, for e in the normal range [-1022, 1023].
+double pow2_normal(int e) { return std::bit_cast<double>(static_cast<std::uint64_t>(1023 + e) << 52); }
+
+// The same sum rounded to f32 by the default policy (nearest even, overflow to infinity, subnormals kept):
+// rounded first to 53 bits toward odd (the bits dropped folded into the last one), which is exact in a double
+// together with the power of two, then converted by the hardware, which rounds to nearest even.  Rounding to
+// odd at p + 2 or more bits and then to nearest at p bits rounds correctly once (Boldo and Melquiond, "When
+// double rounding is odd", IMACS 2005; p = 24 here, or fewer for an f32 subnormal).  `exponent` is that of the
+// grids' product, far inside a double's range.
+std::uint64_t round_sum_f32(detail::i128 s, int exponent) {
+  if (s == 0) return 0;
+  const bool negative = s < 0;
+  const auto mag = static_cast<u128>(negative ? -s : s);
+  const int drop = std::max(0, width128(mag) - 53);
+  std::uint64_t top = static_cast<std::uint64_t>(mag >> drop);
+  if (drop > 0 && (mag & ((static_cast<u128>(1) << drop) - 1)) != 0) top |= 1;
+  const double x = static_cast<double>(top) * pow2_normal(exponent + drop);
+  return std::bit_cast<std::uint32_t>(static_cast<float>(negative ? -x : x));
+}
 
 // Vectorised kernels are built for AVX-512, AVX2 and the baseline; the loader picks one for the CPU.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
@@ -221,67 +301,6 @@ Grid grid(const Format& f) {
 typedef double v8d __attribute__((vector_size(64)));
 typedef std::int32_t v8i __attribute__((vector_size(32)));
 typedef std::int64_t v8l __attribute__((vector_size(64)));
-
-// ---- exact products of integer-valued doubles ------------------------------------------------------------
-// C (m x n) = A (m x k) * B (k x n), all row-major, for doubles holding integers whose products and partial
-// sums stay below 2^53: every operation is exact, so the blocking below (any order of the sums) gives
-// the one exact answer.  B goes in panels of 16 columns; a 4 x 16 block of C lives in eight vector
-// registers across a slice of K.
-
-constexpr int kPanel = 16, kRows = 4, kSlice = 256;
-
-LOWBIT_GEMM_CLONES void micro_kernel(int kc, const double* a0, const double* a1, const double* a2, const double* a3,
-                                     const double* bp, double* out) {
-  v8d c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {}, c30 = {}, c31 = {};
-  for (int k = 0; k < kc; ++k) {
-    v8d b0, b1;
-    std::memcpy(&b0, bp + static_cast<std::size_t>(k) * kPanel, sizeof b0);
-    std::memcpy(&b1, bp + static_cast<std::size_t>(k) * kPanel + 8, sizeof b1);
-    c00 += a0[k] * b0;
-    c01 += a0[k] * b1;
-    c10 += a1[k] * b0;
-    c11 += a1[k] * b1;
-    c20 += a2[k] * b0;
-    c21 += a2[k] * b1;
-    c30 += a3[k] * b0;
-    c31 += a3[k] * b1;
-  }
-  const v8d all[8] = {c00, c01, c10, c11, c20, c21, c30, c31};
-  std::memcpy(out, all, sizeof all);
-}
-
-std::vector<double> integer_gemm(int m, int n, int k, const std::vector<double>& a, const std::vector<double>& b) {
-  const int panels = (n + kPanel - 1) / kPanel;
-  const std::size_t kk = static_cast<std::size_t>(k);
-  std::vector<double> bp(static_cast<std::size_t>(panels) * kk * kPanel, 0.0);
-  for (std::size_t r = 0; r < kk; ++r)
-    for (int j = 0; j < n; ++j)
-      bp[(static_cast<std::size_t>(j / kPanel) * kk + r) * kPanel + static_cast<std::size_t>(j % kPanel)] =
-          b[r * static_cast<std::size_t>(n) + static_cast<std::size_t>(j)];
-  std::vector<double> c(static_cast<std::size_t>(m) * static_cast<std::size_t>(n), 0.0);
-  const int row_blocks = (m + kRows - 1) / kRows;
-  for (int k0 = 0; k0 < k; k0 += kSlice) {
-    const int kc = std::min(kSlice, k - k0);
-    tbb::parallel_for(tbb::blocked_range2d<int>(0, panels, 4, 0, row_blocks, 64), [&](const tbb::blocked_range2d<int>& r) {
-      double out[kRows * kPanel];
-      for (int p = r.rows().begin(); p != r.rows().end(); ++p)
-        for (int rb = r.cols().begin(); rb != r.cols().end(); ++rb) {
-          const int i0 = rb * kRows;
-          const double* rows[kRows];
-          for (int q = 0; q < kRows; ++q)  // rows past the end repeat row i0 and are not stored
-            rows[q] = &a[static_cast<std::size_t>(i0 + q < m ? i0 + q : i0) * kk + static_cast<std::size_t>(k0)];
-          micro_kernel(kc, rows[0], rows[1], rows[2], rows[3],
-                       &bp[(static_cast<std::size_t>(p) * kk + static_cast<std::size_t>(k0)) * kPanel], out);
-          const int w = std::min(kPanel, n - p * kPanel);
-          for (int q = 0; q < kRows && i0 + q < m; ++q)
-            for (int j = 0; j < w; ++j)
-              c[static_cast<std::size_t>(i0 + q) * static_cast<std::size_t>(n) + static_cast<std::size_t>(p * kPanel + j)] +=
-                  out[q * kPanel + j];
-        }
-    });
-  }
-  return c;
-}
 
 }  // namespace
 
@@ -324,43 +343,39 @@ std::vector<std::uint64_t> exact(const Matrix& a, const Matrix& b, const Matrix*
   const bool plain = o.alpha == 0x3F800000u && o.scale_a == 0x3F800000u && o.scale_b == 0x3F800000u &&
                      o.scale_c == 0x3F800000u && o.scale_d == 0x3F800000u &&
                      (!c || o.beta == 0x3F800000u);
-  // Fast exact route: formats on a small integer grid whose products and K-sums stay below 2^53 are
-  // multiplied as doubles holding integers; every partial sum is then an exactly representable integer,
-  // whatever order the additions take (an exact sum has no order).  A NaN or an infinity anywhere sends
-  // the product to the general route.
+  // Fast exact route: formats on an integer grid of at most 53 bits (fp8, fp6, fp4, f16, int8) are multiplied
+  // as doubles holding integers, split into bands and slices of K where their range asks for it, so that
+  // every partial sum is an exactly representable integer whatever order the additions take (an exact sum
+  // has no order; integer_gemm.hpp).  A NaN or an infinity anywhere sends the product to the general route.
   const Grid ga = grid(*a.format), gb = grid(*b.format);
-  const int kbits = bits::width(static_cast<std::uint64_t>(kk));
-  if (plain && !c && ga.width + gb.width + kbits <= 53) {
+  if (plain && !c && ga.width <= 53 && gb.width <= 53) {
     bool finite_only = true;
-    auto scaled = [&finite_only](const Format& f, const std::vector<std::uint64_t>& codes, int lsb) {
-      std::vector<double> v(codes.size());
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        const Unpacked u = unpack(f, codes[i]);
-        if (u.cls == ValueClass::nan || u.cls == ValueClass::inf) finite_only = false;
-        if (u.cls != ValueClass::finite) continue;
-        const double x = std::ldexp(static_cast<double>(u.significand), u.exponent - lsb);
-        v[i] = u.negative ? -x : x;
-      }
-      return v;
-    };
-    const std::vector<double> ma = scaled(*a.format, a.codes, ga.lsb), mb = scaled(*b.format, b.codes, gb.lsb);
-    if (finite_only) {
-      const std::vector<double> prod = integer_gemm(m, n, kk, ma, mb);
-      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, prod.size(), 4096), [&](const tbb::blocked_range<std::size_t>& r) {
-        for (std::size_t i = r.begin(); i != r.end(); ++i) {
-          const double s = prod[i];
-          Unpacked u;
-          if (s != 0) {
-            u.cls = ValueClass::finite;
-            u.negative = s < 0;
-            u.significand = static_cast<std::uint64_t>(std::fabs(s));
-            u.exponent = ga.lsb + gb.lsb;
+    const std::vector<double> ma = grid_values(*a.format, a.codes, ga.lsb, finite_only);
+    const std::vector<double> mb = grid_values(*b.format, b.codes, gb.lsb, finite_only);
+    const int exponent = ga.lsb + gb.lsb;
+    // The default policy into f32 is the hardware's conversion of a double (round_sum_f32).
+    const bool hardware = same_format(out, formats::f32) && o.policy.rounding == Rounding::rne &&
+                          o.policy.overflow == Overflow::nosat && o.policy.subnormals == Subnormals::keep;
+    const auto round_rows = [&](const detail::ProductRows& r) {
+      const std::size_t at = static_cast<std::size_t>(r.i0) * static_cast<std::size_t>(n);
+      const std::size_t count = static_cast<std::size_t>(r.i1 - r.i0) * static_cast<std::size_t>(n);
+      const int e = exponent + r.shift;
+      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, count, 4096), [&](const tbb::blocked_range<std::size_t>& q) {
+        if (r.pieces == 1 && hardware) {
+          // An integer below 2^53 times a power of two is exact in a double: one rounding, the hardware's.
+          const double scale = pow2_normal(e);
+          for (std::size_t i = q.begin(); i != q.end(); ++i)
+            d[at + i] = std::bit_cast<std::uint32_t>(static_cast<float>(r.values[0][i] * scale));
+        } else {
+          for (std::size_t i = q.begin(); i != q.end(); ++i) {
+            const detail::i128 sum = r.sum(i);
+            d[at + i] = hardware ? round_sum_f32(sum, e) : round_to(out, unpacked_sum(sum, e), o.policy).code;
           }
-          d[i] = round_to(out, u, o.policy).code;
         }
       });
+    };
+    if (finite_only && detail::exact_integer_product(detail::IntegerKernel::blas, m, n, kk, ma, mb, round_rows))
       return d;
-    }
   }
 
   const std::vector<Unpacked> ua = unpack_all(a), ub = unpack_all(b);
