@@ -230,6 +230,31 @@ TEST(FastDriver, RunBlockScaledEqualsModelStepLoop) {
   }
 }
 
+// Zero products and a tiny C: the largest exponent is C's (or a zero product's, -126 plus the other factor's), from
+// -126 up, so the step's scale 2^(F - emax) runs past the largest f32 power of two (the narrow kernel clamps it and
+// must leave such a C to model_step) and down into the f32 range again, across F = 13, 24, 25.
+TEST(FastDriver, TinyCWithZeroProducts) {
+  std::uint64_t s = 0x5EED0006;
+  const auto models = unscaled_models();
+  for (int trial = 0; trial < 120; ++trial) {
+    const TensorCoreModel& model = *models[static_cast<std::size_t>(trial) % models.size()];
+    if (!lowbit::gemm::takes_operands(model, F::e4m3)) continue;
+    const int m = 1 + static_cast<int>(splitmix(s) % 5), n = 1 + static_cast<int>(splitmix(s) % 70);
+    const int k = 1 + static_cast<int>(splitmix(s) % 100);
+    Matrix a = random_matrix(F::e4m3, m, k, s, false), b = random_matrix(F::e4m3, k, n, s, false);
+    std::fill((trial % 2 ? a : b).codes.begin(), (trial % 2 ? a : b).codes.end(), 0);
+    Matrix c{&F::f32, m, n, {}};
+    for (int i = 0; i < m * n; ++i) {
+      const std::uint64_t field = splitmix(s) % 32;  // exponents -126 (and subnormals) to -96
+      c.codes.push_back((splitmix(s) & 1) << 31 | field << 23 | (splitmix(s) & 0x7FFFFF));
+    }
+    const auto want = model_by_steps(model, a, b, &c);
+    const auto got = lowbit::gemm::run_model(model, a, b, &c);
+    ASSERT_EQ(got, want) << "trial " << trial << ", " << model.name << ", " << m << "x" << k << "x" << n << ": "
+                         << first_difference(got, want, n);
+  }
+}
+
 // C in any format is its f32 value: the drivers that keep an f32 accumulator (run_promoted, run_block_scaled,
 // the f32 orders) and run_model give with C in bf16, f16 or e4m3 exactly what they give with C converted to f32.
 TEST(FastDriver, CInAnyFormatIsItsF32Value) {
