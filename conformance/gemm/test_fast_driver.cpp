@@ -315,4 +315,36 @@ TEST(FastDriver, ExactIntegerRouteEqualsWideRoute) {
   }
 }
 
+// The exact GEMM's filtered route (e5m2 x e5m2 and f16 x f16 over their whole ranges: one BLAS product and an error
+// bound, the exact sum where the bound leaves the rounding open) on sums built to need the exact sum: each row of A
+// repeats its first half in its second, and every third column of B negates its first half in its second, so
+// that those outputs cancel exactly (zero, which must be +0), or all but one product when one element is changed
+// (tiny results far below the bound, and -0 where a rounding flushes a tiny negative one); under rne into f32 (the
+// hardware's conversion) and other roundings and outputs.
+TEST(FastDriver, ExactFilterOnCancellingSums) {
+  std::uint64_t s = 0x5EED0007;
+  for (int trial = 0; trial < 24; ++trial) {
+    const Format& f = trial % 3 == 2 ? F::f16 : F::e5m2;
+    const int m = 1 + static_cast<int>(splitmix(s) % 6), half = 100 + static_cast<int>(splitmix(s) % 900);
+    const int k = 2 * half, n = 6 + static_cast<int>(splitmix(s) % 20);
+    Matrix a = random_matrix(f, m, k, s, false), b = random_matrix(f, k, n, s, false);
+    const std::uint64_t sign = std::uint64_t{1} << (f.code_bits() - 1);
+    for (int i = 0; i < m; ++i)
+      for (int q = 0; q < half; ++q) a.codes[static_cast<std::size_t>(i) * k + half + q] = a.at(i, q);
+    for (int j = 1; j < n; j += 3)
+      for (int q = 0; q < half; ++q) {
+        const bool changed = q == 7 && (j / 3 + trial) % 2 == 1;
+        b.codes[static_cast<std::size_t>(half + q) * n + j] = changed ? pick(f, s, false) : b.at(q, j) ^ sign;
+      }
+    const Matrix zero{&F::f32, m, n, std::vector<std::uint64_t>(static_cast<std::size_t>(m) * n, 0)};
+    lowbit::gemm::ExactOptions o;
+    if (trial % 4 == 1) o.policy.rounding = lowbit::Rounding::rtz;
+    if (trial % 4 == 2) o.out = &F::bf16;
+    if (trial % 4 == 3) o.policy.subnormals = lowbit::Subnormals::ftz;
+    const auto got = lowbit::gemm::exact(a, b, nullptr, o), want = lowbit::gemm::exact(a, b, &zero, o);
+    ASSERT_EQ(got, want) << "trial " << trial << ", " << f.name << ", " << m << "x" << k << "x" << n << ": "
+                         << first_difference(got, want, n);
+  }
+}
+
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gmpxx.h>
 #include <tbb/blocked_range.h>
 #include <tbb/blocked_range2d.h>
+#include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 #include <tbb/parallel_reduce.h>
 
@@ -336,6 +337,145 @@ std::uint64_t exact_dot(const Format& fa, std::span<const std::uint64_t> a, cons
   return finish_exact(acc, sp, uc, out, p);
 }
 
+namespace {
+
+// How an exact sum on the grid (an integer times 2^exponent) becomes a code of `out`.
+struct GridRounding {
+  const Format& out;
+  const Policy& policy;
+  int exponent;   // of the grids' product
+  bool hardware;  // the default policy into f32: the hardware's conversion of a double (round_sum_f32)
+  std::uint64_t operator()(detail::i128 sum, int shift) const {
+    return hardware ? round_sum_f32(sum, exponent + shift)
+                    : round_to(out, unpacked_sum(sum, exponent + shift), policy).code;
+  }
+  // A double x (times 2^exponent) rounded: x itself is exact, so this is one rounding.
+  std::uint64_t of_double(double x) const {
+    if (hardware) return std::bit_cast<std::uint32_t>(static_cast<float>(x * pow2_normal(exponent)));
+    Unpacked u;
+    if (x != 0) {
+      int e = 0;
+      const double f = std::frexp(std::fabs(x), &e);  // |x| = f 2^e, 1/2 <= f < 1: f 2^53 is a 53-bit integer
+      u.cls = ValueClass::finite;
+      u.negative = x < 0;
+      u.significand = static_cast<std::uint64_t>(std::ldexp(f, 53));
+      u.exponent = e - 53 + exponent;
+    }
+    return round_to(out, u, policy).code;
+  }
+};
+
+// The integer route (integer_gemm.hpp): every band product exact, the pieces combined in 128 bits, each sum rounded
+// once.  A single band product is written by the BLAS into d's own storage (a double and a code are 8 bytes each),
+// each double read (memcpy) before its code overwrites it.
+bool exact_by_bands(int m, int n, int k, const std::vector<double>& ma, const std::vector<double>& mb,
+                    const detail::ProductOptions& base, const GridRounding& round, std::vector<std::uint64_t>& d) {
+  static_assert(sizeof(double) == sizeof(std::uint64_t));
+  detail::ProductOptions options = base;
+  options.product = reinterpret_cast<double*>(d.data());
+  const auto round_rows = [&](const detail::ProductRows& r) {
+    const std::size_t at = static_cast<std::size_t>(r.i0) * static_cast<std::size_t>(n);
+    const std::size_t count = static_cast<std::size_t>(r.i1 - r.i0) * static_cast<std::size_t>(n);
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, count, 4096), [&](const tbb::blocked_range<std::size_t>& q) {
+      if (r.pieces == 1 && round.hardware) {
+        // An integer below 2^53 times a power of two is exact in a double: one rounding, the hardware's.
+        const double scale = pow2_normal(round.exponent + r.shift);
+        for (std::size_t i = q.begin(); i != q.end(); ++i) {
+          double v;
+          std::memcpy(&v, r.values[0] + i, sizeof v);
+          d[at + i] = std::bit_cast<std::uint32_t>(static_cast<float>(v * scale));
+        }
+      } else {
+        for (std::size_t i = q.begin(); i != q.end(); ++i) d[at + i] = round(r.sum(i), r.shift);  // read, then write
+      }
+    });
+  };
+  return detail::exact_integer_product(detail::IntegerKernel::blas, m, n, k, ma, mb, round_rows, options);
+}
+
+// The filtered route (detail::approximate_product): one BLAS product D and a bound E with |D - S| <= E for the exact
+// sum S.  Every deterministic rounding maps the values in order onto the codes in order (signed zeros included: a
+// negative value never rounds to +0, nor a positive one to -0; an exact zero is +0 and lies in the interval only
+// when its ends have opposite signs or one is +0), so where both ends of [D - E, D + E] round to the same code, S
+// rounds to it too.  That settles almost every element; the rest take the exact sum in 128 bits.
+void exact_by_filter(int m, int n, int k, const std::vector<double>& ma, const std::vector<double>& mb,
+                     const GridRounding& round, std::vector<std::uint64_t>& d) {
+  static_assert(sizeof(double) == sizeof(std::uint64_t));
+  double* approx = reinterpret_cast<double*>(d.data());  // D in d's storage, read before each code is written
+  std::vector<double> row_bound, col_bound;
+  detail::approximate_product(detail::IntegerKernel::blas, m, n, k, ma, mb, approx, row_bound, col_bound);
+  tbb::enumerable_thread_specific<std::vector<std::size_t>> undecided;
+  tbb::parallel_for(tbb::blocked_range<int>(0, m, 16), [&](const tbb::blocked_range<int>& r) {
+    std::vector<std::size_t>& mine = undecided.local();
+    for (int i = r.begin(); i != r.end(); ++i)
+      for (int j = 0; j < n; ++j) {
+        const std::size_t at = static_cast<std::size_t>(i) * static_cast<std::size_t>(n) + static_cast<std::size_t>(j);
+        double x;
+        std::memcpy(&x, approx + at, sizeof x);
+        // E, widened by 2^-50 (|D| + E) + 2^-1000 for the roundings of D - E and D + E themselves.
+        const double bound = row_bound[static_cast<std::size_t>(i)] * col_bound[static_cast<std::size_t>(j)];
+        const double e = bound + (std::fabs(x) + bound) * 0x1p-50 + 0x1p-1000;
+        const std::uint64_t low = round.of_double(x - e), high = round.of_double(x + e);
+        if (low == high) {
+          d[at] = low;
+        } else {
+          d[at] = 0;
+          mine.push_back(at);
+        }
+      }
+  });
+  std::vector<std::size_t> rest;
+  for (const auto& v : undecided) rest.insert(rest.end(), v.begin(), v.end());
+  if (rest.empty()) return;
+  std::vector<double> bt(mb.size());  // B transposed: each column contiguous
+  for (int q = 0; q < k; ++q)
+    for (int j = 0; j < n; ++j)
+      bt[static_cast<std::size_t>(j) * static_cast<std::size_t>(k) + static_cast<std::size_t>(q)] =
+          mb[static_cast<std::size_t>(q) * static_cast<std::size_t>(n) + static_cast<std::size_t>(j)];
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, rest.size(), 64), [&](const tbb::blocked_range<std::size_t>& r) {
+    for (std::size_t t = r.begin(); t != r.end(); ++t) {
+      const std::size_t at = rest[t], i = at / static_cast<std::size_t>(n), j = at % static_cast<std::size_t>(n);
+      const detail::i128 s = detail::exact_element(ma.data() + i * static_cast<std::size_t>(k),
+                                                   bt.data() + j * static_cast<std::size_t>(k), k);
+      d[at] = round(s, 0);
+    }
+  });
+}
+
+// The product on the grids, exactly, when both formats' grids are at most 53 bits wide and every value is finite:
+// by bands where that takes at most two band products (or the policy is stochastic, whose rounding needs the exact
+// sum everywhere), else by the filter.  False: the general route.
+bool exact_on_grid(const Matrix& a, const Matrix& b, const Format& out, const Policy& policy,
+                   std::vector<std::uint64_t>& d) {
+  const Grid ga = grid(*a.format), gb = grid(*b.format);
+  if (ga.width > 53 || gb.width > 53) return false;
+  const int m = a.rows, n = b.cols, k = a.cols;
+  bool finite_only = true;
+  const std::vector<double> ma = grid_values(*a.format, a.codes, ga.lsb, finite_only);
+  const std::vector<double> mb = grid_values(*b.format, b.codes, gb.lsb, finite_only);
+  if (!finite_only) return false;
+  const bool hardware = same_format(out, formats::f32) && policy.rounding == Rounding::rne &&
+                        policy.overflow == Overflow::nosat && policy.subnormals == Subnormals::keep;
+  const GridRounding round{out, policy, ga.lsb + gb.lsb, hardware};
+  detail::ProductOptions options;
+  options.a_width = ga.width;
+  options.b_width = gb.width;
+  const long cost = detail::integer_product_cost(k, ma, mb, options);
+  // The filter needs the operands' significands of at most 24 bits (exact products in a double), which every grid
+  // format has, and 128-bit exact sums for its fallback.
+  const bool filter =
+      !is_stochastic(policy.rounding) && (cost == 0 || cost >= 3) && a.format->mantissa_bits <= 23 &&
+      b.format->mantissa_bits <= 23 &&
+      ga.width + gb.width + static_cast<int>(bits::width(static_cast<std::uint64_t>(std::max(k, 1)))) + 2 <= 126;
+  if (filter) {
+    exact_by_filter(m, n, k, ma, mb, round, d);
+    return true;
+  }
+  return cost > 0 && exact_by_bands(m, n, k, ma, mb, options, round, d);
+}
+
+}  // namespace
+
 std::vector<std::uint64_t> exact(const Matrix& a, const Matrix& b, const Matrix* c, const ExactOptions& o) {
   check_shapes(a, b, c);
   const Format& out = o.out ? *o.out : formats::f32;
@@ -345,41 +485,9 @@ std::vector<std::uint64_t> exact(const Matrix& a, const Matrix& b, const Matrix*
   const bool plain = o.alpha == 0x3F800000u && o.scale_a == 0x3F800000u && o.scale_b == 0x3F800000u &&
                      o.scale_c == 0x3F800000u && o.scale_d == 0x3F800000u &&
                      (!c || o.beta == 0x3F800000u);
-  // Fast exact route: formats on an integer grid of at most 53 bits (fp8, fp6, fp4, f16, int8) are multiplied
-  // as doubles holding integers, split into bands and slices of K where their range asks for it, so that
-  // every partial sum is an exactly representable integer whatever order the additions take (an exact sum
-  // has no order; integer_gemm.hpp).  A NaN or an infinity anywhere sends the product to the general route.
-  const Grid ga = grid(*a.format), gb = grid(*b.format);
-  if (plain && !c && ga.width <= 53 && gb.width <= 53) {
-    bool finite_only = true;
-    const std::vector<double> ma = grid_values(*a.format, a.codes, ga.lsb, finite_only);
-    const std::vector<double> mb = grid_values(*b.format, b.codes, gb.lsb, finite_only);
-    const int exponent = ga.lsb + gb.lsb;
-    // The default policy into f32 is the hardware's conversion of a double (round_sum_f32).
-    const bool hardware = same_format(out, formats::f32) && o.policy.rounding == Rounding::rne &&
-                          o.policy.overflow == Overflow::nosat && o.policy.subnormals == Subnormals::keep;
-    const auto round_rows = [&](const detail::ProductRows& r) {
-      const std::size_t at = static_cast<std::size_t>(r.i0) * static_cast<std::size_t>(n);
-      const std::size_t count = static_cast<std::size_t>(r.i1 - r.i0) * static_cast<std::size_t>(n);
-      const int e = exponent + r.shift;
-      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, count, 4096), [&](const tbb::blocked_range<std::size_t>& q) {
-        if (r.pieces == 1 && hardware) {
-          // An integer below 2^53 times a power of two is exact in a double: one rounding, the hardware's.
-          const double scale = pow2_normal(e);
-          for (std::size_t i = q.begin(); i != q.end(); ++i)
-            d[at + i] = std::bit_cast<std::uint32_t>(static_cast<float>(r.values[0][i] * scale));
-        } else {
-          for (std::size_t i = q.begin(); i != q.end(); ++i) {
-            const detail::i128 sum = r.sum(i);
-            d[at + i] = hardware ? round_sum_f32(sum, e) : round_to(out, unpacked_sum(sum, e), o.policy).code;
-          }
-        }
-      });
-    };
-    if (finite_only && detail::exact_integer_product(detail::IntegerKernel::blas, m, n, kk, ma, mb, round_rows))
-      return d;
-  }
-
+  // Fast exact routes for formats on an integer grid of at most 53 bits (fp8, fp6, fp4, f16, int8), their values as
+  // integer-valued doubles (exact_on_grid).  A NaN or an infinity anywhere sends the product to the general route.
+  if (plain && !c && exact_on_grid(a, b, out, o.policy, d)) return d;
   const std::vector<Unpacked> ua = unpack_all(a), ub = unpack_all(b);
   const Unpacked alpha = unpack(formats::f32, o.alpha), beta = unpack(formats::f32, o.beta);
   const Unpacked sca = unpack(formats::f32, o.scale_a), scb = unpack(formats::f32, o.scale_b);

@@ -253,14 +253,78 @@ void integer_gemm(IntegerKernel kernel, int m, int n, int k, const double* a, in
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
 }
 
-bool exact_integer_product(IntegerKernel kernel, int m, int n, int k, const std::vector<double>& a_in,
-                           const std::vector<double>& b_in, const std::function<void(const ProductRows&)>& rows) {
+namespace {
+
+// The widths of both operands and the plan, as exact_integer_product makes them; false when it would refuse.
+bool plan_for(int k, const std::vector<double>& a, const std::vector<double>& b, const ProductOptions& options,
+              Widths& wa, Widths& wb, Plan& plan) {
+  const int kbits = std::bit_width(static_cast<unsigned>(std::max(k, 1)));
+  if (options.a_width > 0 && options.b_width > 0 && options.a_width + options.b_width + kbits <= 53) {
+    wa.whole = options.a_width;  // one product, as choose() would find it: no table of widths needed
+    wb.whole = options.b_width;
+  } else if (!measure(a, wa) || !measure(b, wb)) {
+    return false;
+  }
+  // The sums (of the values less their common factors) below 2^126: |sum| < K 2^(wa + wb), and each piece's
+  // contribution is at most three times that.
+  if (wa.whole + wb.whole + kbits + 2 > 126) return false;
+  plan = choose(wa, wb, std::max(k, 1));
+  return !plan.pieces.empty();
+}
+
+}  // namespace
+
+long integer_product_cost(int k, const std::vector<double>& a, const std::vector<double>& b,
+                          const ProductOptions& options) {
   Widths wa, wb;
-  if (!measure(a_in, wa) || !measure(b_in, wb)) return false;
-  // The whole sum below 2^126: |sum| < K 2^(wa + wb), and each piece's contribution is at most three times that.
-  if (wa.whole + wb.whole + std::bit_width(static_cast<unsigned>(std::max(k, 1))) + 2 > 126) return false;
-  const Plan plan = choose(wa, wb, std::max(k, 1));
-  if (plan.pieces.empty()) return false;
+  Plan plan;
+  return plan_for(k, a, b, options, wa, wb, plan) ? plan.cost : 0;
+}
+
+// The bound of approximate_product.  Every product a_ik b_kj is exact (two integers of at most 24 significant bits
+// below 2^53: 48 bits, below 2^106), so only the additions round; a sum of K terms in any order (any tree, blocked,
+// with or without fused multiply-adds) has |fl(S) - S| <= gamma(K - 1) sum_k |a_ik b_kj|, gamma(n) = n u / (1 - n u),
+// u = 2^-53 (Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., section 4.2, the bound for any
+// ordering); and sum_k |a_ik b_kj| <= ||a_i||_2 ||b_j||_2 (Cauchy-Schwarz).  The norms are computed in doubles: each
+// square is exact (48 bits), their sum is at most (1 + gamma(K)) off, the square root half an ulp; and nothing
+// underflows (every value is zero or an integer).  With K u <= 2^-20, gamma(K - 1) (1 + gamma(K))^2 (1 + u)^4 <
+// 2 K u, so row_bound[i] = sqrt(2 K u) ||a_i|| and col_bound[j] = sqrt(2 K u) ||b_j|| (both rounded up by a factor
+// 1 + 2^-40) give |D_ij - S_ij| <= row_bound[i] col_bound[j].
+void approximate_product(IntegerKernel kernel, int m, int n, int k, const std::vector<double>& a,
+                         const std::vector<double>& b, double* d, std::vector<double>& row_bound,
+                         std::vector<double>& col_bound) {
+  integer_gemm(kernel, m, n, k, a.data(), k, b.data(), n, d, n);
+  const double scale = std::sqrt(2.0 * std::max(k, 1) * 0x1p-53) * (1 + 0x1p-40);
+  row_bound.assign(static_cast<std::size_t>(m), 0.0);
+  col_bound.assign(static_cast<std::size_t>(n), 0.0);
+  tbb::parallel_for(tbb::blocked_range<int>(0, m, 64), [&](const tbb::blocked_range<int>& r) {
+    for (int i = r.begin(); i != r.end(); ++i) {
+      double s = 0;
+      const double* row = a.data() + static_cast<std::size_t>(i) * static_cast<std::size_t>(k);
+      for (int q = 0; q < k; ++q) s += row[q] * row[q];
+      row_bound[static_cast<std::size_t>(i)] = std::sqrt(s) * scale;
+    }
+  });
+  for (int q = 0; q < k; ++q) {  // B row by row: every column's sum of squares at once
+    const double* row = b.data() + static_cast<std::size_t>(q) * static_cast<std::size_t>(n);
+    for (int j = 0; j < n; ++j) col_bound[static_cast<std::size_t>(j)] += row[j] * row[j];
+  }
+  for (double& c : col_bound) c = std::sqrt(c) * scale;
+}
+
+i128 exact_element(const double* a_row, const double* bt_row, int k) {
+  i128 s = 0;
+  for (int q = 0; q < k; ++q)
+    s += static_cast<i128>(static_cast<std::int64_t>(a_row[q])) * static_cast<std::int64_t>(bt_row[q]);
+  return s;
+}
+
+bool exact_integer_product(IntegerKernel kernel, int m, int n, int k, const std::vector<double>& a_in,
+                           const std::vector<double>& b_in, const std::function<void(const ProductRows&)>& rows,
+                           const ProductOptions& options) {
+  Widths wa, wb;
+  Plan plan;
+  if (!plan_for(k, a_in, b_in, options, wa, wb, plan)) return false;
   std::vector<double> a_storage, b_storage;
   const std::vector<double>& a = without_common(a_in, wa.common, a_storage);
   const std::vector<double>& b = without_common(b_in, wb.common, b_storage);
@@ -276,7 +340,11 @@ bool exact_integer_product(IntegerKernel kernel, int m, int n, int k, const std:
   const double* bb[4] = {};
   band_rows(b, n, 0, k, plan.shift, b_wanted, b_bands, bb);
   const std::size_t block_size = static_cast<std::size_t>(block) * static_cast<std::size_t>(n);
-  std::vector<std::vector<double>> products(one_slice ? plan.pieces.size() : 1, std::vector<double>(block_size));
+  const bool in_place = options.product != nullptr && one_slice && plan.pieces.size() == 1;
+  std::vector<std::vector<double>> products(in_place    ? 0
+                                            : one_slice ? plan.pieces.size()
+                                                        : 1,
+                                            std::vector<double>(block_size));
   std::vector<i128> sums(one_slice ? 0 : block_size);
   for (int i0 = 0; i0 < m; i0 += block) {
     const int i1 = std::min(m, i0 + block), r = i1 - i0;
@@ -287,16 +355,18 @@ bool exact_integer_product(IntegerKernel kernel, int m, int n, int k, const std:
     out.shift = wa.common + wb.common;
     const double* ab[4] = {};
     band_rows(a, k, i0, i1, plan.shift, a_wanted, a_bands, ab);
-    auto multiply = [&](const Piece& p, int k0, int kc, std::vector<double>& product) {
+    auto multiply = [&](const Piece& p, int k0, int kc, double* product) {
       integer_gemm(kernel, r, n, kc, ab[static_cast<int>(p.a)] + k0, k,
-                   bb[static_cast<int>(p.b)] + static_cast<std::size_t>(k0) * static_cast<std::size_t>(n), n,
-                   product.data(), n);
+                   bb[static_cast<int>(p.b)] + static_cast<std::size_t>(k0) * static_cast<std::size_t>(n), n, product,
+                   n);
     };
     if (one_slice) {  // the pieces handed over as they are, combined by the receiver
       out.pieces = static_cast<int>(plan.pieces.size());
       for (std::size_t p = 0; p < plan.pieces.size(); ++p) {
-        multiply(plan.pieces[p], 0, k, products[p]);
-        out.values[p] = products[p].data();
+        double* product = in_place ? options.product + static_cast<std::size_t>(i0) * static_cast<std::size_t>(n)
+                                   : products[p].data();
+        multiply(plan.pieces[p], 0, k, product);
+        out.values[p] = product;
         out.coefficient[p] = plan.pieces[p].coefficient;
       }
       rows(out);
@@ -306,7 +376,7 @@ bool exact_integer_product(IntegerKernel kernel, int m, int n, int k, const std:
     for (int k0 = 0; k0 < k; k0 += plan.slice) {
       const int kc = std::min(plan.slice, k - k0);
       for (const Piece& p : plan.pieces) {
-        multiply(p, k0, kc, products[0]);
+        multiply(p, k0, kc, products[0].data());
         const i128 coefficient = p.coefficient;
         const double* product = products[0].data();
         tbb::parallel_for(tbb::blocked_range<std::size_t>(0, count, 1 << 14),

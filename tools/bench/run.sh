@@ -38,6 +38,7 @@ common=(--benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true 
 [[ -n "$filter" ]] && common+=(--benchmark_filter="$filter")
 # OpenMP threads (Eigen's) sleep between parallel regions instead of spinning into the next row's time.
 export OMP_WAIT_POLICY=PASSIVE
+export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ beside the rows scripts
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 start_load="$(load)"
