@@ -14,6 +14,8 @@
 
 namespace {
 
+using lowbit::gemm::detail::approximate_product;
+using lowbit::gemm::detail::exact_element;
 using lowbit::gemm::detail::exact_integer_product;
 using lowbit::gemm::detail::i128;
 using lowbit::gemm::detail::integer_gemm;
@@ -153,6 +155,45 @@ TEST(IntegerGemm, ExactProductOnEveryRoute) {
                 matrix(800, 5, [&] { return std::ldexp(random_integer(21, s), 9); })});
   // K = 0: every sum is zero.
   expect_exact({"K = 0", 3, 4, 0, {}, {}});
+}
+
+// The filtered route's bound: |D - S| <= row_bound[i] col_bound[j] for D from either kernel and S the exact sum
+// (exact_element against the 128-bit triple loop), on e5m2-like operands (3 significant bits over 32) whose
+// products span far more than a double holds, half of them cancelling in pairs.
+TEST(IntegerGemm, ApproximateProductWithinItsBound) {
+  std::uint64_t s = 0x1A7E0004;
+  for (int trial = 0; trial < 8; ++trial) {
+    const int m = 1 + static_cast<int>(splitmix(s) % 5), n = 1 + static_cast<int>(splitmix(s) % 7);
+    const int k = 2 * (50 + static_cast<int>(splitmix(s) % 1500));
+    auto a = matrix(m, k, [&] { return random_float_like(3, 30, s); });
+    auto b = matrix(k, n, [&] { return random_float_like(3, 30, s); });
+    for (int q = 0; q < k / 2; ++q)  // A's second half repeats the first, B's negates it in even columns
+      for (int j = 0; j < n; j += 2)
+        b[static_cast<std::size_t>(k / 2 + q) * n + j] = -b[static_cast<std::size_t>(q) * n + j];
+    for (int i = 0; i < m; ++i)
+      for (int q = 0; q < k / 2; ++q)
+        a[static_cast<std::size_t>(i) * k + k / 2 + q] = a[static_cast<std::size_t>(i) * k + q];
+    const std::vector<i128> want = triple_loop(m, n, k, a, b);
+    std::vector<double> bt(b.size());
+    for (int q = 0; q < k; ++q)
+      for (int j = 0; j < n; ++j) bt[static_cast<std::size_t>(j) * k + q] = b[static_cast<std::size_t>(q) * n + j];
+    for (IntegerKernel kernel : kKernels) {
+      std::vector<double> d(static_cast<std::size_t>(m) * n), rows, cols;
+      approximate_product(kernel, m, n, k, a, b, d.data(), rows, cols);
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+          const i128 exact = want[static_cast<std::size_t>(i) * n + j];
+          ASSERT_TRUE(exact_element(a.data() + static_cast<std::size_t>(i) * k,
+                                    bt.data() + static_cast<std::size_t>(j) * k, k) == exact);
+          // |D - S| in long double: 64 significant bits, its own error (below 2^-63 |S|) far below the bound.
+          const long double err = std::fabs(static_cast<long double>(d[static_cast<std::size_t>(i) * n + j]) -
+                                            static_cast<long double>(exact));
+          EXPECT_LE(err,
+                    static_cast<long double>(rows[static_cast<std::size_t>(i)]) * cols[static_cast<std::size_t>(j)])
+              << name(kernel) << " trial " << trial << " output (" << i << ", " << j << ")";
+        }
+    }
+  }
 }
 
 TEST(IntegerGemm, RefusesWhatNoSplitKeepsBelow2To53) {
