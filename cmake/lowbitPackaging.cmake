@@ -30,7 +30,7 @@ set(CPACK_DEBIAN_PACKAGE_SECTION science)
 file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/lowbitCPackProject.cmake
      INPUT ${CMAKE_CURRENT_LIST_DIR}/lowbitCPackProject.cmake.in)
 set(CPACK_PROJECT_CONFIG_FILE ${PROJECT_BINARY_DIR}/lowbitCPackProject.cmake)
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libgmp-dev, libhwy-dev, libtbb-dev, nlohmann-json3-dev")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libgmp-dev, libhwy-dev, libtbb-dev, nlohmann-json3-dev, libopenblas-dev")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "python3, python3-matplotlib")
 set(CPACK_GENERATOR DEB)
 include(CPack)
