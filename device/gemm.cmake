@@ -26,15 +26,15 @@ if(NOT LOWBIT_CUTLASS_DIR OR NOT EXISTS "${LOWBIT_CUTLASS_DIR}/include/cutlass/c
 endif()
 message(STATUS "lowbit device: CUTLASS headers in ${LOWBIT_CUTLASS_DIR}")
 
-# lowbit_device_gemm: the CUTLASS kernels (sm_90a only), the host-side argument checks and the cuBLASLt
-# wrapper.  The whole target is compiled for sm_90a: wgmma exists nowhere else, and a 90a;100a build keeps
+# lowbit_device_gemm: the CUTLASS kernels (sm_90a only) and the host-side argument checks, with the cuBLASLt
+# wrapper (lowbit_device_cublaslt, CMakeLists.txt).  The whole target is compiled for sm_90a: wgmma exists nowhere else, and a 90a;100a build keeps
 # its other targets' architectures.
-add_library(lowbit_device_gemm STATIC src/gemm_cutlass.cu src/gemm_args.cpp src/cublaslt.cu)
+add_library(lowbit_device_gemm STATIC src/gemm_cutlass.cu src/gemm_args.cpp)
 add_library(lowbit::device_gemm ALIAS lowbit_device_gemm)
 target_include_directories(lowbit_device_gemm PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
 target_include_directories(lowbit_device_gemm SYSTEM PRIVATE ${LOWBIT_CUTLASS_DIR}/include
                                                              ${LOWBIT_CUTLASS_DIR}/tools/util/include)
-target_link_libraries(lowbit_device_gemm PUBLIC lowbit::device CUDA::cublasLt CUDA::cudart_static)
+target_link_libraries(lowbit_device_gemm PUBLIC lowbit::device lowbit_device_cublaslt CUDA::cudart_static)
 set_target_properties(lowbit_device_gemm PROPERTIES CUDA_ARCHITECTURES 90a CUDA_SEPARABLE_COMPILATION OFF
                                                     POSITION_INDEPENDENT_CODE ON)
 # Option relaxations for the CUTLASS translation unit (only this target):

@@ -1,5 +1,6 @@
 // cuBLASLt FP8 GEMM wrapper (lowbit/device/cublaslt.hpp).  Host code only.
 #include <cstdint>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -152,42 +153,56 @@ std::uint32_t alignment_of(const void* p) {
 }
 }  // namespace
 
-cublasStatus_t Handle::try_run(const Fp8Gemm& g) {
-  if (std::string e = validate(g); !e.empty()) throw std::invalid_argument(e);
+// The descriptors of one problem (validated first), as every run builds them.
+struct Handle::Problem {
   MatmulDesc op;
-  LOWBIT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op.h, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  // cuBLASLt's view: D^T (N x M) = op(B_ours stored K x N)^T * (A_ours stored K x M).
-  set(op.h, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
-  set(op.h, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
-  const std::int8_t fast = g.fast_accum ? 1 : 0;
-  set(op.h, CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast);
-  // Our B is cuBLASLt's A and our A its B: the scales follow the operands.
-  if (g.scale_b) set(op.h, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(g.scale_b));
-  if (g.scale_a) set(op.h, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(g.scale_a));
-  if (g.scale_c) set(op.h, CUBLASLT_MATMUL_DESC_C_SCALE_POINTER, static_cast<const void*>(g.scale_c));
-  if (g.scale_d) set(op.h, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, static_cast<const void*>(g.scale_d));
-  if (g.amax_d) set(op.h, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, static_cast<void*>(g.amax_d));
-
   LayoutDesc la, lb, lc, ld;
-  LOWBIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la.h, cuda_type(g.b_type), g.k, g.n, g.k));
-  LOWBIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb.h, cuda_type(g.a_type), g.k, g.m, g.k));
-  LOWBIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc.h, cuda_type(c_type(g.d_type)), g.n, g.m, g.n));
-  LOWBIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld.h, cuda_type(g.d_type), g.n, g.m, g.n));
-
   Preference pref;
-  LOWBIT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.h));
-  const std::size_t ws = g.workspace ? g.workspace_bytes : 0;
-  LOWBIT_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  // C: the caller's, or D itself for an f32 / bf16 D with beta = 0 (same type and layout, never read).
-  const void* c = g.c ? g.c : g.d;
-  // cuBLASLt's A is our B, its B our A.
-  const std::uint32_t align[4] = {alignment_of(g.b), alignment_of(g.a), alignment_of(c), alignment_of(g.d)};
-  const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-  for (int i = 0; i < 4; ++i)
-    LOWBIT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.h, align_attr[i], &align[i], sizeof(align[i])));
+  std::size_t ws = 0;
+  const void* c = nullptr;
+  std::uint32_t align[4] = {};
+  explicit Problem(const Fp8Gemm& g) {
+    if (std::string e = validate(g); !e.empty()) throw std::invalid_argument(e);
+    LOWBIT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op.h, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    // cuBLASLt's view: D^T (N x M) = op(B_ours stored K x N)^T * (A_ours stored K x M).
+    set(op.h, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+    set(op.h, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+    const std::int8_t fast = g.fast_accum ? 1 : 0;
+    set(op.h, CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast);
+    // Our B is cuBLASLt's A and our A its B: the scales follow the operands.
+    if (g.scale_b) set(op.h, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(g.scale_b));
+    if (g.scale_a) set(op.h, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(g.scale_a));
+    if (g.scale_c) set(op.h, CUBLASLT_MATMUL_DESC_C_SCALE_POINTER, static_cast<const void*>(g.scale_c));
+    if (g.scale_d) set(op.h, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, static_cast<const void*>(g.scale_d));
+    if (g.amax_d) set(op.h, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, static_cast<void*>(g.amax_d));
+    LOWBIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la.h, cuda_type(g.b_type), g.k, g.n, g.k));
+    LOWBIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb.h, cuda_type(g.a_type), g.k, g.m, g.k));
+    LOWBIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc.h, cuda_type(c_type(g.d_type)), g.n, g.m, g.n));
+    LOWBIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld.h, cuda_type(g.d_type), g.n, g.m, g.n));
+    LOWBIT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.h));
+    ws = g.workspace ? g.workspace_bytes : 0;
+    LOWBIT_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    // C: the caller's, or D itself for an f32 / bf16 D with beta = 0 (same type and layout, never read).
+    c = g.c ? g.c : g.d;
+    // cuBLASLt's A is our B, its B our A.
+    const std::uint32_t a[4] = {alignment_of(g.b), alignment_of(g.a), alignment_of(c), alignment_of(g.d)};
+    const cublasLtMatmulPreferenceAttributes_t attr[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; ++i) {
+      align[i] = a[i];
+      LOWBIT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.h, attr[i], &align[i], sizeof(align[i])));
+    }
+  }
+  cublasStatus_t launch(cublasLtHandle_t h, const Fp8Gemm& g, const cublasLtMatmulAlgo_t& algo) const {
+    return cublasLtMatmul(h, op.h, &g.alpha, g.b, la.h, g.a, lb.h, &g.beta, c, lc.h, g.d, ld.h, &algo, g.workspace, ws,
+                          g.stream);
+  }
+};
+
+cublasStatus_t Handle::try_run(const Fp8Gemm& g) {
+  const Problem pr(g);
   // Everything the heuristic's answer depends on.
   const std::vector<long long> key{g.m,
                                    g.n,
@@ -202,19 +217,15 @@ cublasStatus_t Handle::try_run(const Fp8Gemm& g) {
                                    g.scale_d != nullptr,
                                    g.amax_d != nullptr,
                                    g.c != nullptr,
-                                   static_cast<long long>(align[0]),
-                                   static_cast<long long>(align[1]),
-                                   static_cast<long long>(align[2]),
-                                   static_cast<long long>(align[3]),
-                                   static_cast<long long>(ws)};
-  auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
-    return cublasLtMatmul(handle_, op.h, &g.alpha, g.b, la.h, g.a, lb.h, &g.beta, c, lc.h, g.d, ld.h, &algo,
-                          g.workspace, ws, g.stream);
-  };
+                                   static_cast<long long>(pr.align[0]),
+                                   static_cast<long long>(pr.align[1]),
+                                   static_cast<long long>(pr.align[2]),
+                                   static_cast<long long>(pr.align[3]),
+                                   static_cast<long long>(pr.ws)};
   if (auto it = choices_.find(key); it != choices_.end()) {
     last_workspace_ = it->second.workspace;
     last_algo_id_ = it->second.id;
-    LOWBIT_CUBLAS_CHECK(launch(it->second.algo));
+    LOWBIT_CUBLAS_CHECK(pr.launch(handle_, g, it->second.algo));
     return CUBLAS_STATUS_SUCCESS;
   }
   // The heuristic's candidates, best first; cublasLtMatmul may still refuse one (NOT_SUPPORTED is returned
@@ -222,8 +233,8 @@ cublasStatus_t Handle::try_run(const Fp8Gemm& g) {
   constexpr int kCandidates = 16;
   cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
-  const cublasStatus_t heuristic =
-      cublasLtMatmulAlgoGetHeuristic(handle_, op.h, la.h, lb.h, lc.h, ld.h, pref.h, kCandidates, results, &found);
+  const cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(handle_, pr.op.h, pr.la.h, pr.lb.h, pr.lc.h, pr.ld.h,
+                                                                  pr.pref.h, kCandidates, results, &found);
   // No algorithm at all: NOT_SUPPORTED (the heuristic's own answer for an empty list).
   if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED || (heuristic == CUBLAS_STATUS_SUCCESS && found == 0))
     return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -231,7 +242,7 @@ cublasStatus_t Handle::try_run(const Fp8Gemm& g) {
   cublasStatus_t last = CUBLAS_STATUS_NOT_SUPPORTED;
   for (int r = 0; r < found; ++r) {
     if (results[r].state != CUBLAS_STATUS_SUCCESS) continue;
-    last = launch(results[r].algo);
+    last = pr.launch(handle_, g, results[r].algo);
     if (last == CUBLAS_STATUS_NOT_SUPPORTED) continue;
     LOWBIT_CUBLAS_CHECK(last);
     int id = -1;
@@ -245,6 +256,102 @@ cublasStatus_t Handle::try_run(const Fp8Gemm& g) {
     return CUBLAS_STATUS_SUCCESS;
   }
   return last;
+}
+
+// ---- one pinned algorithm ------------------------------------------------------------------------------
+
+namespace {
+
+// The configuration attributes that name a cuBLASLt algorithm, in PinnedAlgo's order.
+constexpr cublasLtMatmulAlgoConfigAttributes_t k_pin_attributes[] = {
+    CUBLASLT_ALGO_CONFIG_TILE_ID,       CUBLASLT_ALGO_CONFIG_STAGES_ID,      CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING,
+    CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID};
+
+// The width cublasLt.h declares for each attribute: the inner and cluster shape ids are uint16_t, the rest
+// 32-bit (cuBLASLt checks the size it is given).
+bool is_16_bit(cublasLtMatmulAlgoConfigAttributes_t attr) {
+  return attr == CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID || attr == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID;
+}
+
+std::uint32_t get_u32(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  std::size_t written = 0;
+  if (is_16_bit(attr)) {
+    std::uint16_t v = 0;
+    LOWBIT_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written));
+    return v;
+  }
+  std::uint32_t v = 0;
+  LOWBIT_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written));
+  return v;
+}
+
+void set_u32(cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr, std::uint32_t value) {
+  if (is_16_bit(attr)) {
+    const auto v = static_cast<std::uint16_t>(value);
+    LOWBIT_CUBLAS_CHECK(cublasLtMatmulAlgoConfigSetAttribute(&algo, attr, &v, sizeof(v)));
+  } else {
+    LOWBIT_CUBLAS_CHECK(cublasLtMatmulAlgoConfigSetAttribute(&algo, attr, &value, sizeof(value)));
+  }
+}
+
+}  // namespace
+
+std::string describe(const PinnedAlgo& a) {
+  std::ostringstream s;
+  s << "cuBLASLt algorithm " << a.id << " (tile " << a.config[0] << ", stages " << a.config[1] << ", CTA swizzling "
+    << a.config[2] << ", custom option " << a.config[3] << ", inner shape " << a.config[4] << ", cluster shape "
+    << a.config[5] << "), split-K 1, no reduction, workspace " << a.workspace << " bytes";
+  return s.str();
+}
+
+PinnedAlgo Handle::choose_pinned(const Fp8Gemm& g) {
+  const Problem pr(g);
+  constexpr int kCandidates = 32;
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+  int found = 0;
+  LOWBIT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, pr.op.h, pr.la.h, pr.lb.h, pr.lc.h, pr.ld.h, pr.pref.h,
+                                                     kCandidates, results, &found));
+  for (int r = 0; r < found; ++r) {
+    if (results[r].state != CUBLAS_STATUS_SUCCESS) continue;
+    const cublasLtMatmulAlgo_t& algo = results[r].algo;
+    // No split-K: one K slice, nothing reduced afterwards (the sum order is the kernel's alone).
+    if (get_u32(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) > 1) continue;
+    if (get_u32(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) != CUBLASLT_REDUCTION_SCHEME_NONE) continue;
+    PinnedAlgo p;
+    p.id = static_cast<int>(get_u32(algo, CUBLASLT_ALGO_CONFIG_ID));
+    for (std::size_t i = 0; i < std::size(k_pin_attributes); ++i) p.config[i] = get_u32(algo, k_pin_attributes[i]);
+    p.workspace = results[r].workspaceSize;
+    return p;
+  }
+  fail_call("cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__,
+            "no candidate without split-K for m, n, k = " + std::to_string(g.m) + ", " + std::to_string(g.n) + ", " +
+                std::to_string(g.k));
+}
+
+void Handle::run_pinned(const Fp8Gemm& g, const PinnedAlgo& pin) {
+  const Problem pr(g);
+  cublasLtMatmulAlgo_t algo{};
+  LOWBIT_CUBLAS_CHECK(cublasLtMatmulAlgoInit(handle_, CUBLAS_COMPUTE_32F, CUDA_R_32F, cuda_type(g.b_type),
+                                             cuda_type(g.a_type), cuda_type(c_type(g.d_type)), cuda_type(g.d_type),
+                                             pin.id, &algo));
+  for (std::size_t i = 0; i < std::size(k_pin_attributes); ++i) set_u32(algo, k_pin_attributes[i], pin.config[i]);
+  set_u32(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, 1);
+  set_u32(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_REDUCTION_SCHEME_NONE);
+  cublasLtMatmulHeuristicResult_t check{};
+  const cublasStatus_t ok =
+      cublasLtMatmulAlgoCheck(handle_, pr.op.h, pr.la.h, pr.lb.h, pr.lc.h, pr.ld.h, &algo, &check);
+  if (ok != CUBLAS_STATUS_SUCCESS || check.state != CUBLAS_STATUS_SUCCESS)
+    fail_call("cublasLtMatmulAlgoCheck", __FILE__, __LINE__,
+              std::string(cublasLtGetStatusName(ok != CUBLAS_STATUS_SUCCESS ? ok : check.state)) + ": the pinned " +
+                  describe(pin) + " does not run m, n, k = " + std::to_string(g.m) + ", " + std::to_string(g.n) + ", " +
+                  std::to_string(g.k));
+  if (check.workspaceSize > pr.ws)
+    fail_call("cublasLtMatmulAlgoCheck", __FILE__, __LINE__,
+              "the pinned algorithm needs " + std::to_string(check.workspaceSize) + " bytes of workspace, " +
+                  std::to_string(pr.ws) + " given");
+  LOWBIT_CUBLAS_CHECK(pr.launch(handle_, g, algo));
+  last_workspace_ = check.workspaceSize;
+  last_algo_id_ = pin.id;
 }
 
 }  // namespace cublaslt

@@ -5,23 +5,31 @@
 //   block amax   (general route) per-chunk block maxima merged across a warp with __match_any_sync, one
 //                atomic per block per warp step; channel blocks take a column kernel (one atomic per slab)
 //   scales       (general route) one thread per block: the shared rules of lowbit/scale_rules.hpp
-//   elements     (general route) 16-byte loads (k_unroll_of<HW> rows in flight per thread), no atomics: x
+//   elements     (general route) 16-byte loads (k_unroll_of<HW, PK> rows in flight per thread), no atomics: x
 //                times the block's multiplier, converted, four codes per 32-bit store
 //   rows         (rows route) a group of threads per row-local block, several blocks per group step with
 //                all loads issued first: amax by redux / shuffles, each scale computed once and shuffled to
 //                its group, elements converted from registers, four codes per 32-bit store
-// The software conversion is called out of line once per four elements (code4_call): one copy per kernel.
-// Amaxes are |x| bit patterns (for values >= +0 the pattern order is the value order); NaN reads as +0 and
-// sets a flag, as the reference's one-pass table does (scale.cpp block_amaxes).  Which NaN a propagating
-// amax returns never reaches an output (every rule maps a NaN amax to a fixed result), so the flag suffices.
+// Element conversion: under the two constant element policies (Options' default and the cuda profile's) the
+// 32-bit path lowbit::fast::convert, inline; under any other policy the general lowbit::convert, called out of
+// line once per four elements (code4_call: one copy per kernel); the hardware path two elements per cvt.
+// Amaxes are |x| bit patterns (for values >= +0 the pattern order is the value order), four elements at a
+// time by one integer maximum, with the per-element rule only when the four hold a NaN or an infinity
+// (amax4); NaN reads as +0 and sets a flag, as the reference's one-pass table does (scale.cpp block_amaxes).
+// Which NaN a propagating amax returns never reaches an output (every rule maps a NaN amax to a fixed
+// result), so the flag suffices.
 #include <cfloat>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "lowbit/convert.hpp"
 #include "lowbit/device/check.hpp"
 #include "lowbit/device/quantize.hpp"
+#include "lowbit/fast_convert.hpp"
 #include "lowbit/scale_rules.hpp"
 
 namespace lowbit::device::quant {
@@ -39,38 +47,55 @@ constexpr std::uint32_t k_canonical_nan = 0x7FC00000u;
 
 // ---- element conversion --------------------------------------------------------------------------------
 
-// f32 bits into the element of format F (a constant) under policy `pol` through the reference's convert().
-template <ElementKind K>
-__device__ __forceinline__ std::uint32_t convert_as(const Plan& p, std::uint32_t bits, const Policy& pol, std::uint32_t r) {
+// f32 bits into the element of kind K under policy `pol`.  A constant policy (the compiled kinds, never
+// stochastic) takes the 32-bit path, lowbit::fast::convert, with the row a constant for the named kinds and
+// the plan's row for the generic one (make_plan gives a generic element a constant policy kind only where
+// fast::applies holds); a runtime policy takes the general lowbit::convert.  conformance/fast_convert and the
+// device conversion test hold the two equal on every f32 input of the pairs compiled here.
+template <ElementKind K, bool Fast>
+__device__ __forceinline__ std::uint32_t convert_as(const Plan& p, std::uint32_t bits, const Policy& pol,
+                                                    std::uint32_t r) {
   constexpr Format f32 = formats::f32;
+  auto run = [&](const Format& e) -> std::uint32_t {
+    if constexpr (Fast) return static_cast<std::uint32_t>(fast::convert(f32, bits, e, pol).code);
+    else return static_cast<std::uint32_t>(convert(f32, bits, e, pol, r).code);
+  };
   if constexpr (K == ElementKind::e4m3) {
     constexpr Format e = formats::e4m3;
-    return static_cast<std::uint32_t>(convert(f32, bits, e, pol, r).code);
+    return run(e);
   } else if constexpr (K == ElementKind::e5m2) {
     constexpr Format e = formats::e5m2;
-    return static_cast<std::uint32_t>(convert(f32, bits, e, pol, r).code);
+    return run(e);
   } else if constexpr (K == ElementKind::e2m1) {
     constexpr Format e = formats::e2m1;
-    return static_cast<std::uint32_t>(convert(f32, bits, e, pol, r).code);
+    return run(e);
   } else {
-    return static_cast<std::uint32_t>(convert(f32, bits, p.element, pol, r).code);
+    return run(p.element);
   }
 }
 
-// f32 bits into the plan's element through the reference's convert(), with the row a constant where K says
-// and the policy a constant where PK says (then every policy branch of convert folds away).
+// f32 bits into the plan's element, with the row a constant where K says and the policy a constant where PK
+// says (then every policy branch folds away).
 template <ElementKind K, PolicyKind PK>
 __device__ __forceinline__ std::uint32_t sw_convert(const Plan& p, std::uint32_t bits, std::uint32_t r) {
   if constexpr (PK == PolicyKind::cuda) {
     constexpr Policy pol = k_cuda_policy;
-    return convert_as<K>(p, bits, pol, r);
+    return convert_as<K, true>(p, bits, pol, r);
   } else if constexpr (PK == PolicyKind::rne_satfinite) {
     constexpr Policy pol = k_rne_satfinite_policy;
-    return convert_as<K>(p, bits, pol, r);
+    return convert_as<K, true>(p, bits, pol, r);
   } else {
-    return convert_as<K>(p, bits, p.policy, r);
+    return convert_as<K, false>(p, bits, p.policy, r);
   }
 }
+
+// The compiled element kinds take the 32-bit path under both constant policies (checked while compiling).
+static_assert(fast::applies(formats::f32, formats::e4m3, k_cuda_policy) &&
+              fast::applies(formats::f32, formats::e5m2, k_cuda_policy) &&
+              fast::applies(formats::f32, formats::e2m1, k_cuda_policy) &&
+              fast::applies(formats::f32, formats::e4m3, k_rne_satfinite_policy) &&
+              fast::applies(formats::f32, formats::e5m2, k_rne_satfinite_policy) &&
+              fast::applies(formats::f32, formats::e2m1, k_rne_satfinite_policy));
 
 // v * 2^-se exactly, rounded once into the element (the MX exact route, scale.cpp to_element_scaled).
 template <ElementKind K>
@@ -83,19 +108,25 @@ __device__ __noinline__ std::uint32_t sw_scaled(const Plan& p, float v, int se, 
 
 // The hardware conversion: cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 d, a, b puts cvt(a) in the upper byte of d
 // and cvt(b) in the lower one (PTX ISA, "cvt"); sm_89 and newer.
+// hw_convert2(hi, lo) converts two values in one instruction: cvt(lo) in bits 7:0, cvt(hi) in bits 15:8 (the
+// instruction's two lanes, each held against the reference on every f32 input by device/tests/cvt_test.cpp).
 template <ElementKind K>
-__device__ __forceinline__ std::uint32_t hw_convert(float y) {
+__device__ __forceinline__ std::uint32_t hw_convert2(float hi, float lo) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   unsigned short d = 0;
   if constexpr (K == ElementKind::e5m2)
-    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(d) : "f"(0.0f), "f"(y));
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
   else
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(0.0f), "f"(y));
-  return d & 0xFFu;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+  return d;
 #else
-  (void)y;
+  (void)hi, (void)lo;
   return 0xFFFFFFFFu;  // never launched: make_plan and quantize() refuse the path below sm_89
 #endif
+}
+template <ElementKind K>
+__device__ __forceinline__ std::uint32_t hw_convert(float y) {
+  return hw_convert2<K>(0.0f, y) & 0xFFu;
 }
 
 // The fp32 product the host computes, NaN propagation included: the host's multiply returns a NaN operand
@@ -136,10 +167,6 @@ __device__ __forceinline__ void amax_step(float v, std::uint32_t limit, std::uin
   const std::uint32_t b = rules::bits_of(v) & 0x7FFFFFFFu;
   m = max(m, b > limit ? 0u : b);
   f |= (b > 0x7F800000u ? k_flag_nan : 0u) | (b >= 0x7F800000u ? k_flag_nonfinite : 0u);
-}
-
-__host__ __device__ inline std::uint32_t amax_limit(const Plan& p) {
-  return p.scheme == Scheme::mx && p.nonfinite == NonFinite::propagate ? 0x7F7FFFFFu : 0x7F800000u;
 }
 
 // A block's amax as amax_of in scale.cpp reads it: the pattern, or NaN for a propagating amax over a NaN
@@ -242,16 +269,28 @@ __device__ __forceinline__ std::size_t grid_threads() { return static_cast<std::
 
 // Chunks of four elements a thread loads before it uses any (several 16-byte loads in flight per lane).
 constexpr int k_unroll = 4;
-// The element kernels: four chunks in flight on the hardware path (a few instructions per element: memory
-// bound), two on the software path (instruction bound: the warps hide the latency, registers are scarcer).
-template <bool HW>
-inline constexpr int k_unroll_of = HW ? k_unroll : 2;
+// The element kernels: four chunks in flight on the hardware path and the 32-bit path of the constant policies
+// (a few instructions per element: memory bound), two under a runtime policy (the general conversion is
+// instruction bound: the warps hide the latency, registers are scarcer).
+template <bool HW, PolicyKind PK>
+inline constexpr int k_unroll_of = HW || PK != PolicyKind::runtime ? k_unroll : 2;
 // Only a runtime policy can round stochastically (the constant policies are rne; the hardware path is rne):
 // elsewhere the random bits are never read and hold no registers.
 template <bool HW, PolicyKind PK>
 inline constexpr bool k_may_be_stochastic = !HW && PK == PolicyKind::runtime;
 
+// Four elements' amax step.  The common case costs a mask and a maximum per element: when the largest |x|
+// pattern of the four is below +Inf's, every element is finite, so none exceeds the limit (which is +Inf's
+// pattern or the largest finite one) and none raises a flag, and amax_step would have given the same maximum.
+// Otherwise (a NaN or an infinity among them, rare) the four take amax_step from the registers they are in.
 __device__ __forceinline__ void amax4(const float4& v, std::uint32_t limit, std::uint32_t& m, std::uint32_t& f) {
+  const std::uint32_t a = rules::bits_of(v.x) & 0x7FFFFFFFu, b = rules::bits_of(v.y) & 0x7FFFFFFFu;
+  const std::uint32_t c = rules::bits_of(v.z) & 0x7FFFFFFFu, d = rules::bits_of(v.w) & 0x7FFFFFFFu;
+  const std::uint32_t top = max(max(a, b), max(c, d));
+  if (top < 0x7F800000u) {
+    m = max(m, top);
+    return;
+  }
   amax_step(v.x, limit, m, f);
   amax_step(v.y, limit, m, f);
   amax_step(v.z, limit, m, f);
@@ -305,11 +344,7 @@ __global__ void block_amax_kernel(const __grid_constant__ Plan p, const float* x
       const int c = static_cast<int>(i - static_cast<std::size_t>(r) * static_cast<std::size_t>(p.cols));
       blk = static_cast<std::uint32_t>(block_index(p, r, c));
       if (ch == 4) {
-        const float4 v = *reinterpret_cast<const float4*>(x + i);
-        amax_step(v.x, limit, m, f);
-        amax_step(v.y, limit, m, f);
-        amax_step(v.z, limit, m, f);
-        amax_step(v.w, limit, m, f);
+        amax4(*reinterpret_cast<const float4*>(x + i), limit, m, f);
       } else {
         amax_step(x[i], limit, m, f);
       }
@@ -376,15 +411,36 @@ __device__ __forceinline__ std::uint32_t code4_inline(const Plan& p, float4 v, u
          (element_code<K, HW, PK>(p, v.z, m.z, sc.z, rr.z) & 0xFFu) << 16 |
          (element_code<K, HW, PK>(p, v.w, m.w, sc.w, rr.w) & 0xFFu) << 24;
 }
-// The software conversion is long: one out-of-line copy per kernel (a call per four elements), so that the
-// unrolled loops below do not multiply it.  The hardware conversion is a few instructions: inline.
+// The general software conversion (a runtime policy) is long: one out-of-line copy per kernel (a call per four
+// elements), so that the unrolled loops below do not multiply it.  The hardware conversion and the 32-bit path
+// under a constant policy are a few instructions: inline.
 template <ElementKind K, bool HW, PolicyKind PK>
 __device__ __noinline__ std::uint32_t code4_call(const Plan& p, float4 v, uint4 rr, float4 m, uint4 sc) {
   return code4_inline<K, HW, PK>(p, v, rr, m, sc);
 }
+// Whether element_code<K, true, PK>(p, v, mult, sc, r) is the instruction applied to y = host_mul(v, mult):
+// always outside MX; in MX, unless the block's scale is NaN, or (under the OCP rules) v is a NaN (converted
+// as itself) or takes the exact route.
+__device__ __forceinline__ bool hw_direct(const Plan& p, float v, float y, std::uint32_t sc) {
+  if (p.scheme != Scheme::mx) return true;
+  if (sc == 0xFFu) return false;
+  if (p.mx_rule == MxRule::rceil || p.mx_rule == MxRule::rne) return true;
+  return !rules::is_nan(v) && !rules::mx_needs_exact(v, y);
+}
+// The hardware path, two elements per instruction: when every element of the four is the instruction on its
+// product (hw_direct), two cvt ...x2 give the four codes; otherwise each element takes element_code.
+template <ElementKind K, PolicyKind PK>
+__device__ __forceinline__ std::uint32_t code4_hw(const Plan& p, float4 v, uint4 rr, float4 m, uint4 sc) {
+  const float y0 = host_mul(v.x, m.x), y1 = host_mul(v.y, m.y), y2 = host_mul(v.z, m.z), y3 = host_mul(v.w, m.w);
+  if (hw_direct(p, v.x, y0, sc.x) && hw_direct(p, v.y, y1, sc.y) && hw_direct(p, v.z, y2, sc.z) &&
+      hw_direct(p, v.w, y3, sc.w))
+    return hw_convert2<K>(y1, y0) | hw_convert2<K>(y3, y2) << 16;
+  return code4_inline<K, true, PK>(p, v, rr, m, sc);
+}
 template <ElementKind K, bool HW, PolicyKind PK>
 __device__ __forceinline__ std::uint32_t code4(const Plan& p, float4 v, uint4 rr, float4 m, uint4 sc) {
-  if constexpr (HW) return code4_inline<K, HW, PK>(p, v, rr, m, sc);
+  if constexpr (HW) return code4_hw<K, PK>(p, v, rr, m, sc);
+  else if constexpr (PK != PolicyKind::runtime) return code4_inline<K, false, PK>(p, v, rr, m, sc);  // 32-bit path
   else return code4_call<K, HW, PK>(p, v, rr, m, sc);
 }
 
@@ -409,7 +465,7 @@ __device__ __forceinline__ void group_reduce(int G, std::uint32_t& m, std::uint3
 template <ElementKind K, bool HW, PolicyKind PK>
 __global__ void __launch_bounds__(k_threads, 3) elements_kernel(const __grid_constant__ Plan p, const float* x,
                                                              const std::uint32_t* rbits, Work w, std::uint8_t* codes) {
-  constexpr int U = k_unroll_of<HW>;
+  constexpr int U = k_unroll_of<HW, PK>;
   const bool sto = k_may_be_stochastic<HW, PK> && p.stochastic;
   const int ch = p.vec4 ? 4 : 1;
   const int q = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
@@ -478,11 +534,13 @@ __global__ void __launch_bounds__(k_threads, 3) elements_kernel(const __grid_con
 //  - long blocks (token, 1xN with N > 128): a warp per block, the amax sweep and the element sweep each with
 //    U loads in flight per lane (the second sweep reads the block again, from L1 / L2);
 //  - scalar loads (unaligned or odd shapes): one element per lane per step, both sweeps.
-template <ElementKind K, bool HW, PolicyKind PK>
+// With AmaxOnly (the row_amax diagnostic) each block's amax pattern goes to out.scales and the kernel stops
+// there: the same loads and reductions, no scales, no conversion.
+template <ElementKind K, bool HW, PolicyKind PK, bool AmaxOnly = false>
 __global__ void __launch_bounds__(k_threads, 3) rows_kernel(const __grid_constant__ Plan p, int G, const float* x,
                                                          const std::uint32_t* rbits, const std::uint32_t* tensor,
                                                          Outputs out) {
-  constexpr int U = k_unroll_of<HW>;
+  constexpr int U = k_unroll_of<HW, PK>;
   const bool sto = k_may_be_stochastic<HW, PK> && p.stochastic;
   const unsigned lane = threadIdx.x & 31;
   const unsigned gl = lane % static_cast<unsigned>(G);  // lane in group
@@ -498,7 +556,7 @@ __global__ void __launch_bounds__(k_threads, 3) rows_kernel(const __grid_constan
   const std::uint32_t nbc32 = static_cast<std::uint32_t>(p.nbc);
   const bool exact = p.cols % p.bc == 0;  // blocks tile the rows: block b starts at element b * bc
   Nvfp4Tensor nv{};
-  if (p.scheme == Scheme::nvfp4) {
+  if (!AmaxOnly && p.scheme == Scheme::nvfp4) {
     nv = nvfp4_tensor(p, tensor[0], tensor[1]);
     if (global_thread() == 0 && out.tensor_scale) *out.tensor_scale = rules::bits_of(nv.s_dec);
   }
@@ -542,35 +600,43 @@ __global__ void __launch_bounds__(k_threads, 3) rows_kernel(const __grid_constan
         amax4(v[k], limit, m[k], f[k]);  // zeros (absent chunks) change neither
         group_reduce(G, m[k], f[k]);
       }
-      // Each block's scale once: lane j of a group computes slot k0 + j's, then the group reads it.
-      float mult[U];
-      std::uint32_t word[U];
-#pragma unroll
-      for (int k = 0; k < U; ++k) mult[k] = 0.0f, word[k] = 0u;
-      for (int k0 = 0; k0 < U; k0 += G) {  // one step unless G < U
-        const int ks = k0 + static_cast<int>(gl);
-        std::uint32_t ms = 0, fs = 0;
-#pragma unroll
-        for (int k = 0; k < U; ++k)
-          if (k == ks) ms = m[k], fs = f[k];
-        const BlockScale bs = block_scale(p, ms, fs, nv);
-        const std::size_t blk = base + static_cast<std::size_t>(ks) * gpw + grp;
-        if (ks < U && blk < total && out.scales) out.scales[blk] = bs.word;
+      if constexpr (AmaxOnly) {
 #pragma unroll
         for (int k = 0; k < U; ++k) {
-          if (k >= k0 && k < k0 + G) {  // warp-uniform
-            const int src = static_cast<int>(grp) * G + (k - k0);
-            mult[k] = __shfl_sync(0xFFFFFFFFu, bs.mult, src);
-            word[k] = __shfl_sync(0xFFFFFFFFu, bs.word, src);
+          const std::size_t blk = base + static_cast<std::size_t>(k) * gpw + grp;
+          if (gl == 0 && blk < total) out.scales[blk] = m[k];
+        }
+      } else {
+        // Each block's scale once: lane j of a group computes slot k0 + j's, then the group reads it.
+        float mult[U];
+        std::uint32_t word[U];
+#pragma unroll
+        for (int k = 0; k < U; ++k) mult[k] = 0.0f, word[k] = 0u;
+        for (int k0 = 0; k0 < U; k0 += G) {  // one step unless G < U
+          const int ks = k0 + static_cast<int>(gl);
+          std::uint32_t ms = 0, fs = 0;
+#pragma unroll
+          for (int k = 0; k < U; ++k)
+            if (k == ks) ms = m[k], fs = f[k];
+          const BlockScale bs = block_scale(p, ms, fs, nv);
+          const std::size_t blk = base + static_cast<std::size_t>(ks) * gpw + grp;
+          if (ks < U && blk < total && out.scales) out.scales[blk] = bs.word;
+#pragma unroll
+          for (int k = 0; k < U; ++k) {
+            if (k >= k0 && k < k0 + G) {  // warp-uniform
+              const int src = static_cast<int>(grp) * G + (k - k0);
+              mult[k] = __shfl_sync(0xFFFFFFFFu, bs.mult, src);
+              word[k] = __shfl_sync(0xFFFFFFFFu, bs.word, src);
+            }
           }
         }
-      }
 #pragma unroll
-      for (int k = 0; k < U; ++k) {
-        if (!in[k]) continue;
-        const std::uint32_t codes4 = code4<K, HW, PK>(p, v[k], rr[k], make_float4(mult[k], mult[k], mult[k], mult[k]),
-                                                      make_uint4(word[k], word[k], word[k], word[k]));
-        *reinterpret_cast<std::uint32_t*>(out.codes + off[k]) = codes4;
+        for (int k = 0; k < U; ++k) {
+          if (!in[k]) continue;
+          const std::uint32_t codes4 = code4<K, HW, PK>(p, v[k], rr[k], make_float4(mult[k], mult[k], mult[k], mult[k]),
+                                                        make_uint4(word[k], word[k], word[k], word[k]));
+          *reinterpret_cast<std::uint32_t*>(out.codes + off[k]) = codes4;
+        }
       }
     }
     return;
@@ -594,24 +660,28 @@ __global__ void __launch_bounds__(k_threads, 3) rows_kernel(const __grid_constan
         for (int k = 0; k < U; ++k) amax4(v[k], limit, m, f);
       }
       group_reduce(G, m, f);
-      const BlockScale bs = block_scale(p, m, f, nv);
-      if (gl == 0 && out.scales) out.scales[blk] = bs.word;
-      const float4 mult = make_float4(bs.mult, bs.mult, bs.mult, bs.mult);
-      const uint4 word = make_uint4(bs.word, bs.word, bs.word, bs.word);
-      for (int s0 = 0; s0 < steps; s0 += U) {
-        float4 v[U];
-        uint4 rr[U];
+      if constexpr (AmaxOnly) {
+        if (gl == 0) out.scales[blk] = m;
+      } else {
+        const BlockScale bs = block_scale(p, m, f, nv);
+        if (gl == 0 && out.scales) out.scales[blk] = bs.word;
+        const float4 mult = make_float4(bs.mult, bs.mult, bs.mult, bs.mult);
+        const uint4 word = make_uint4(bs.word, bs.word, bs.word, bs.word);
+        for (int s0 = 0; s0 < steps; s0 += U) {
+          float4 v[U];
+          uint4 rr[U];
 #pragma unroll
-        for (int k = 0; k < U; ++k) {
-          const int c = (s0 + k) * span + static_cast<int>(gl) * 4;
-          v[k] = c < len ? *reinterpret_cast<const float4*>(xb + c) : make_float4(0, 0, 0, 0);
-          rr[k] = c < len && sto ? *reinterpret_cast<const uint4*>(rbits + off + c) : make_uint4(0, 0, 0, 0);
-        }
+          for (int k = 0; k < U; ++k) {
+            const int c = (s0 + k) * span + static_cast<int>(gl) * 4;
+            v[k] = c < len ? *reinterpret_cast<const float4*>(xb + c) : make_float4(0, 0, 0, 0);
+            rr[k] = c < len && sto ? *reinterpret_cast<const uint4*>(rbits + off + c) : make_uint4(0, 0, 0, 0);
+          }
 #pragma unroll
-        for (int k = 0; k < U; ++k) {
-          const int c = (s0 + k) * span + static_cast<int>(gl) * 4;
-          if (c < len)
-            *reinterpret_cast<std::uint32_t*>(out.codes + off + c) = code4<K, HW, PK>(p, v[k], rr[k], mult, word);
+          for (int k = 0; k < U; ++k) {
+            const int c = (s0 + k) * span + static_cast<int>(gl) * 4;
+            if (c < len)
+              *reinterpret_cast<std::uint32_t*>(out.codes + off + c) = code4<K, HW, PK>(p, v[k], rr[k], mult, word);
+          }
         }
       }
     }
@@ -633,29 +703,49 @@ __global__ void __launch_bounds__(k_threads, 3) rows_kernel(const __grid_constan
     }
     group_reduce(G, m, f);
     if (!valid) continue;
-    const BlockScale bs = block_scale(p, m, f, nv);
-    if (gl == 0 && out.scales) out.scales[blk] = bs.word;
-    for (int s = 0; s < steps; ++s) {
-      const int c = s * span + static_cast<int>(gl);
-      if (c >= len) continue;
-      const std::uint32_t rv = sto ? rbits[off + c] : 0u;
-      out.codes[off + c] = static_cast<std::uint8_t>(element_code<K, HW, PK>(p, xb[c], bs.mult, bs.word, rv));
+    if constexpr (AmaxOnly) {
+      if (gl == 0) out.scales[blk] = m;
+    } else {
+      const BlockScale bs = block_scale(p, m, f, nv);
+      if (gl == 0 && out.scales) out.scales[blk] = bs.word;
+      for (int s = 0; s < steps; ++s) {
+        const int c = s * span + static_cast<int>(gl);
+        if (c >= len) continue;
+        const std::uint32_t rv = sto ? rbits[off + c] : 0u;
+        out.codes[off + c] = static_cast<std::uint8_t>(element_code<K, HW, PK>(p, xb[c], bs.mult, bs.word, rv));
+      }
     }
   }
+}
+
+// CTAs of `kernel` with `block` threads that one multiprocessor holds at once (the occupancy query, cached per
+// kernel and block size): the launches are one wave of that many CTAs per multiprocessor.
+template <class Kernel>
+int ctas_per_sm(Kernel kernel, unsigned block) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, unsigned>, int> cache;
+  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), block);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = cache.find(key); it != cache.end()) return it->second;
+  int n = 0;
+  LOWBIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, static_cast<int>(block), 0));
+  return cache[key] = n < 1 ? 1 : n;
 }
 
 template <ElementKind K, bool HW, PolicyKind PK>
 void launch_elements(const Plan& p, const float* x, const std::uint32_t* rbits, const Work& w, const Outputs& out,
                      cudaStream_t stream) {
-  const Launch2 l = elements_launch(p, multiprocessors());
-  elements_kernel<K, HW, PK><<<dim3(l.gx, l.gy), l.block, 0, stream>>>(p, x, rbits, w, out.codes);
+  const auto kernel = elements_kernel<K, HW, PK>;
+  const Launch2 l = elements_launch(p, multiprocessors(), ctas_per_sm(kernel, elements_block(p)));
+  kernel<<<dim3(l.gx, l.gy), l.block, 0, stream>>>(p, x, rbits, w, out.codes);
   LOWBIT_CUDA_CHECK_LAUNCH();
 }
-template <ElementKind K, bool HW, PolicyKind PK>
+template <ElementKind K, bool HW, PolicyKind PK, bool AmaxOnly = false>
 void launch_rows(const Plan& p, const float* x, const std::uint32_t* rbits, const Work& w, const Outputs& out,
                  cudaStream_t stream) {
-  const RowsLaunch l = rows_launch(p, multiprocessors());
-  rows_kernel<K, HW, PK><<<l.grid, l.block, 0, stream>>>(p, l.group, x, rbits, w.tensor, out);
+  const auto kernel = rows_kernel<K, HW, PK, AmaxOnly>;
+  const RowsLaunch l = rows_launch(p, multiprocessors(), ctas_per_sm(kernel, k_threads));
+  kernel<<<l.grid, l.block, 0, stream>>>(p, l.group, x, rbits, w.tensor, out);
   LOWBIT_CUDA_CHECK_LAUNCH();
 }
 
@@ -727,8 +817,9 @@ void quantize(const Plan& plan, const float* x, const std::uint32_t* rbits, cons
   LOWBIT_CUDA_CHECK(cudaMemsetAsync(workspace, 0, 256 + 2 * align256(p.blocks() * 4), stream));
   const int sms = multiprocessors();
 
+  const int amax_ctas = ctas_per_sm(tensor_amax_kernel, k_threads);
   if (p.needs_tensor_amax) {
-    const Launch l = elementwise_launch(p, sms);
+    const Launch l = elementwise_launch(p, sms, amax_ctas);
     tensor_amax_kernel<<<l.grid, l.block, 0, stream>>>(p, x, w.tensor);
     LOWBIT_CUDA_CHECK_LAUNCH();
   }
@@ -746,7 +837,7 @@ void quantize(const Plan& plan, const float* x, const std::uint32_t* rbits, cons
         return software<Tag, ElementKind::e5m2>(p, x, rbits, w, out, stream);
       case ElementKind::e2m1: return software<Tag, ElementKind::e2m1>(p, x, rbits, w, out, stream);
       case ElementKind::generic:
-        return Tag::template go<ElementKind::generic, false, PolicyKind::runtime>(p, x, rbits, w, out, stream);
+        return software<Tag, ElementKind::generic>(p, x, rbits, w, out, stream);
     }
   };
   if (p.route == Route::rows) {
@@ -756,7 +847,7 @@ void quantize(const Plan& plan, const float* x, const std::uint32_t* rbits, cons
   // General route: block amaxes (the tensor's own for a one-block tensor), scales, elements.
   if (p.blocks() == 1) {
     if (!p.needs_tensor_amax) {
-      const Launch l = elementwise_launch(p, sms);
+      const Launch l = elementwise_launch(p, sms, amax_ctas);
       tensor_amax_kernel<<<l.grid, l.block, 0, stream>>>(p, x, w.tensor);
       LOWBIT_CUDA_CHECK_LAUNCH();
     }
@@ -770,7 +861,7 @@ void quantize(const Plan& plan, const float* x, const std::uint32_t* rbits, cons
   } else {
     Plan q = p;
     if (q.bc % 4 != 0) q.vec4 = false;  // a chunk of four must lie inside one block
-    const Launch l = elementwise_launch(q, sms);
+    const Launch l = elementwise_launch(q, sms, ctas_per_sm(block_amax_kernel, k_threads));
     block_amax_kernel<<<l.grid, l.block, 0, stream>>>(q, x, w.amax, w.flags);
     LOWBIT_CUDA_CHECK_LAUNCH();
   }
@@ -778,6 +869,18 @@ void quantize(const Plan& plan, const float* x, const std::uint32_t* rbits, cons
   scales_kernel<<<ls.grid, ls.block, 0, stream>>>(p, w, out);
   LOWBIT_CUDA_CHECK_LAUNCH();
   elements(ElementsTag{});
+}
+
+void row_amax(const Plan& plan, const float* x, std::uint32_t* amax, cudaStream_t stream) {
+  if (plan.route != Route::rows)
+    throw std::invalid_argument("row_amax: the diagnostic covers the rows route (token, 1xN, MX, NVFP4 1D) only");
+  if (!x || !amax) throw std::invalid_argument("row_amax: x and amax must be device pointers");
+  Plan p = plan;
+  if (reinterpret_cast<std::uintptr_t>(x) % 16 != 0) p.vec4 = false;
+  Outputs out;
+  out.scales = amax;
+  // The kernel of a constant policy (four loads in flight per lane, as the fused pass of the 32-bit path).
+  launch_rows<ElementKind::generic, false, PolicyKind::rne_satfinite, true>(p, x, nullptr, Work{}, out, stream);
 }
 
 }  // namespace lowbit::device::quant

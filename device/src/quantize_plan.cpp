@@ -5,6 +5,7 @@
 #include <string>
 
 #include "lowbit/device/quantize.hpp"
+#include "lowbit/fast_convert.hpp"
 #include "lowbit/profile.hpp"
 
 namespace lowbit::device::quant {
@@ -88,6 +89,9 @@ Plan make_plan(int rows, int cols, const scale::Options& options, ElementPath pa
   if (same_policy(p.policy, k_cuda_policy)) p.policy_kind = PolicyKind::cuda;
   else if (same_policy(p.policy, k_rne_satfinite_policy)) p.policy_kind = PolicyKind::rne_satfinite;
   else p.policy_kind = PolicyKind::runtime;
+  // The constant policy kinds run the 32-bit path (lowbit/fast_convert.hpp); an element it does not cover
+  // (the fixed-point int8 rows) takes the general conversion with the policy read at run time.
+  if (p.policy_kind != PolicyKind::runtime && !fast::applies(formats::f32, el, p.policy)) p.policy_kind = PolicyKind::runtime;
   const bool row_local = p.br == 1 && (o.scheme == Scheme::token || o.scheme == Scheme::block ||
                                        o.scheme == Scheme::mx || o.scheme == Scheme::nvfp4);
   p.route = row_local && p.scale_format != ScaleFormat::ue8m0_packed ? Route::rows : Route::general;
@@ -104,20 +108,26 @@ std::size_t workspace_bytes(const Plan& p) {
 
 int chunk(const Plan& p) { return p.vec4 ? 4 : 1; }
 
-Launch elementwise_launch(const Plan& p, int sms) {
+Launch elementwise_launch(const Plan& p, int sms, int ctas_per_sm) {
   const std::size_t work = (p.elements() + static_cast<std::size_t>(chunk(p)) - 1) / static_cast<std::size_t>(chunk(p));
   const std::size_t wanted = (work + k_threads - 1) / k_threads;
-  const std::size_t cap = static_cast<std::size_t>(std::max(sms, 1)) * 8;
+  const std::size_t cap = static_cast<std::size_t>(std::max(sms, 1)) * static_cast<std::size_t>(std::max(ctas_per_sm, 1));
   return {static_cast<unsigned>(std::max<std::size_t>(1, std::min(wanted, cap))), k_threads};
 }
 
-Launch2 elements_launch(const Plan& p, int sms) {
+unsigned elements_block(const Plan& p) {
   const int ch = chunk(p);
   const unsigned per_row = static_cast<unsigned>((p.cols + ch - 1) / ch);
-  const unsigned block = std::min<unsigned>(k_threads, (per_row + 31) / 32 * 32);
+  return std::min<unsigned>(k_threads, (per_row + 31) / 32 * 32);
+}
+
+Launch2 elements_launch(const Plan& p, int sms, int ctas_per_sm) {
+  const int ch = chunk(p);
+  const unsigned per_row = static_cast<unsigned>((p.cols + ch - 1) / ch);
+  const unsigned block = elements_block(p);
   const unsigned gx = (per_row + block - 1) / block;
-  const unsigned want = static_cast<unsigned>(std::max(sms, 1)) * 16 * (k_threads / block);
-  const unsigned gy = std::max(1u, std::min({static_cast<unsigned>(p.rows), 65535u, (want + gx - 1) / gx}));
+  const unsigned want = static_cast<unsigned>(std::max(sms, 1)) * static_cast<unsigned>(std::max(ctas_per_sm, 1));
+  const unsigned gy = std::max(1u, std::min({static_cast<unsigned>(p.rows), 65535u, want / gx}));
   return {gx, gy, block};
 }
 
@@ -127,15 +137,22 @@ Launch scales_launch(const Plan& p) {
   return {static_cast<unsigned>(std::max<std::size_t>(1, (n + k_threads - 1) / k_threads)), k_threads};
 }
 
-RowsLaunch rows_launch(const Plan& p, int sms) {
+RowsLaunch rows_launch(const Plan& p, int sms, int ctas_per_sm) {
   const int per = (p.bc + chunk(p) - 1) / chunk(p);  // chunks in one block
   int g = 1;
   while (g < per && g < 32) g *= 2;
   const std::size_t groups_per_warp = static_cast<std::size_t>(32 / g);
   const std::size_t warps = (p.blocks() + groups_per_warp - 1) / groups_per_warp;
   const std::size_t wanted = (warps * 32 + k_threads - 1) / k_threads;
-  const std::size_t cap = static_cast<std::size_t>(std::max(sms, 1)) * 8;
+  const std::size_t cap = static_cast<std::size_t>(std::max(sms, 1)) * static_cast<std::size_t>(std::max(ctas_per_sm, 1));
   return {static_cast<unsigned>(std::max<std::size_t>(1, std::min(wanted, cap))), k_threads, g};
+}
+
+int input_reads(const Plan& p) {
+  int reads = p.needs_tensor_amax ? 1 : 0;  // the tensor amax pass
+  if (p.route == Route::rows) return reads + 1;  // one fused pass (long blocks re-read a block from L1 / L2)
+  if (p.blocks() == 1) return (p.needs_tensor_amax ? reads : reads + 1) + 1;  // the tensor's amax, the elements
+  return reads + 2;  // block amaxes, then the elements
 }
 
 }  // namespace lowbit::device::quant

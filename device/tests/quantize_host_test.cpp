@@ -89,6 +89,40 @@ TEST(QuantizePlan, BlockShapesPerScheme) {
 
   const quant::Plan gen = quant::make_plan(4, 4, opts(scale::Scheme::tensor, &formats::e3m2));
   EXPECT_EQ(gen.kind, quant::ElementKind::generic);
+  // A generic element under a constant policy takes the 32-bit path with the row read at run time; int8,
+  // which that path does not cover, the general conversion (runtime policy kind).
+  EXPECT_EQ(gen.policy_kind, quant::PolicyKind::rne_satfinite);
+  const quant::Plan i8 = quant::make_plan(4, 4, opts(scale::Scheme::tensor, &formats::int8));
+  EXPECT_EQ(i8.policy_kind, quant::PolicyKind::runtime);
+}
+
+// The passes that read the input, as quantize() launches them (the benchmark counts each read).
+TEST(QuantizePlan, InputReadsPerScheme) {
+  auto reads = [](scale::Scheme s, auto&& tweak) {
+    scale::Options o = opts(s);
+    tweak(o);
+    return quant::input_reads(quant::make_plan(256, 1024, o));
+  };
+  auto none = [](scale::Options&) {};
+  EXPECT_EQ(reads(scale::Scheme::tensor, none), 2);    // tensor amax, elements
+  EXPECT_EQ(reads(scale::Scheme::delayed, none), 2);   // the amax it records, elements
+  EXPECT_EQ(reads(scale::Scheme::channel, none), 2);   // column amaxes, elements
+  EXPECT_EQ(reads(scale::Scheme::token, none), 1);     // fused
+  EXPECT_EQ(reads(scale::Scheme::block, none), 1);     // 1x128 fused
+  EXPECT_EQ(reads(scale::Scheme::block, [](scale::Options& o) { o.block_rows = 128; }), 2);
+  EXPECT_EQ(reads(scale::Scheme::block, [](scale::Options& o) { o.scale_format = scale::ScaleFormat::ue8m0_packed; }), 2);
+  EXPECT_EQ(reads(scale::Scheme::mx, none), 1);
+  EXPECT_EQ(reads(scale::Scheme::nvfp4, none), 2);     // tensor amax (S_enc), fused
+  EXPECT_EQ(reads(scale::Scheme::nvfp4_2d, none), 3);  // tensor amax, block amaxes, elements
+}
+
+// The amax limit: +Inf's pattern, or the largest finite one under MX NonFinite::propagate.
+TEST(QuantizePlan, AmaxLimit) {
+  EXPECT_EQ(quant::amax_limit(quant::make_plan(4, 64, opts(scale::Scheme::mx))), 0x7F800000u);
+  scale::Options o = opts(scale::Scheme::mx);
+  o.nonfinite = scale::NonFinite::propagate;
+  EXPECT_EQ(quant::amax_limit(quant::make_plan(4, 64, o)), 0x7F7FFFFFu);
+  EXPECT_EQ(quant::amax_limit(quant::make_plan(4, 64, opts(scale::Scheme::token))), 0x7F800000u);
 }
 
 TEST(QuantizePlan, RejectsWithTheOptionNamed) {
@@ -195,7 +229,7 @@ TEST(QuantizePlan, WorkspaceAndLaunchShapes) {
   const quant::Launch2 en = quant::elements_launch(narrow, 132);
   EXPECT_EQ(en.block, 32u);  // 3 chunks: one warp
   EXPECT_EQ(en.gx, 1u);
-  EXPECT_EQ(en.gy, 1000u);  // every row its own y (at most 132 * 16 * 8)
+  EXPECT_EQ(en.gy, 1000u);  // every row its own y (at most 132 x 16)
   const quant::Plan small = quant::make_plan(1, 1, opts(scale::Scheme::tensor));
   EXPECT_EQ(quant::chunk(small), 1);
   EXPECT_EQ(quant::elementwise_launch(small, 132).grid, 1u);
@@ -212,6 +246,22 @@ TEST(QuantizePlan, WorkspaceAndLaunchShapes) {
   const quant::Plan odd = quant::make_plan(3, 17, opts(scale::Scheme::mx));
   EXPECT_FALSE(odd.vec4);
   EXPECT_EQ(quant::rows_launch(odd, 132).group, 32);  // 32 single elements
+
+  // One wave: with the occupancy query's CTAs per multiprocessor the grid never exceeds sms x that, and shrinks
+  // to the work when there is less.
+  EXPECT_EQ(quant::elementwise_launch(t, 132, 3).grid, 396u);
+  EXPECT_EQ(quant::elementwise_launch(small, 132, 3).grid, 1u);
+  EXPECT_EQ(quant::rows_launch(mx, 132, 5).grid, 256u);  // the work (8192 blocks) needs 256 CTAs < 660
+  const quant::Plan big = quant::make_plan(16384, 8192, opts(scale::Scheme::mx));
+  EXPECT_EQ(quant::rows_launch(big, 132, 5).grid, 660u);
+  EXPECT_EQ(quant::elements_block(t), 256u);
+  const quant::Launch2 e3 = quant::elements_launch(t, 132, 3);
+  EXPECT_EQ(e3.gx, 8u);
+  EXPECT_EQ(e3.gy, 49u);  // 396 CTAs / 8 per row of the grid
+  EXPECT_LE(e3.gx * e3.gy, 396u);
+  EXPECT_EQ(quant::elements_launch(narrow, 132, 4).gy, 528u);  // one CTA per row of the grid: 132 x 4 rows in flight
+  EXPECT_EQ(quant::elements_block(narrow), 32u);
+  EXPECT_EQ(quant::elements_launch(t, 132, 0).gy, 16u);  // a zero from the query counts as one CTA per multiprocessor
 
   scale::Options p = opts(scale::Scheme::block);
   p.scale_format = scale::ScaleFormat::ue8m0_packed;

@@ -447,6 +447,63 @@ TEST(DeviceQuantize, ConstantAndRuntimePolicies) {
   finish(t);
 }
 
+// Generic elements (the row read at run time) under the cuda profile's policy compiled as a constant: the
+// 32-bit path; int8 under it takes the general conversion (make_plan's runtime policy kind).
+TEST(DeviceQuantize, GenericElementsUnderTheConstantPolicies) {
+  LOWBIT_REQUIRE_GPU(89);
+  Tally t;
+  for (const Format* el : {&formats::e3m2, &formats::e2m3, &formats::e4m3fnuz, &formats::e3m4, &formats::int8})
+    for (const Case& c : cases(*el, false))
+      for (auto s : {scale::Scheme::tensor, scale::Scheme::block, scale::Scheme::mx}) {
+        if (s == scale::Scheme::mx && (el == &formats::e4m3fnuz || el == &formats::e3m4 || el == &formats::int8)) continue;
+        scale::Options o = opts(s, el);
+        check(c, o, quant::ElementPath::software, t);
+        o.element_policy = quant::k_cuda_policy;
+        check(c, o, quant::ElementPath::software, t);
+      }
+  finish(t);
+}
+
+// The row-amax diagnostic (the benchmark's read floor of the fused pass): each block's amax pattern as the
+// fused pass computes it, against a plain loop over the block here: the largest |x| pattern, a pattern above
+// amax_limit (NaN, and infinity under MX NonFinite::propagate) read as +0.
+TEST(DeviceQuantize, RowAmaxDiagnostic) {
+  LOWBIT_REQUIRE_GPU(89);
+  std::size_t blocks = 0, mismatches = 0;
+  for (const Case& c : cases(formats::e4m3, true))
+    for (int v = 0; v < 5; ++v) {
+      scale::Options o = opts(v == 0 ? scale::Scheme::token : v == 1 ? scale::Scheme::block
+                              : v == 4 ? scale::Scheme::nvfp4 : scale::Scheme::mx);
+      if (v == 3) o.nonfinite = scale::NonFinite::propagate;
+      if (v == 4) o.element = nullptr;
+      const quant::Plan plan = quant::make_plan(c.x.rows, c.x.cols, o);
+      ASSERT_EQ(plan.route, quant::Route::rows);
+      const std::uint32_t limit = quant::amax_limit(plan);
+      std::vector<std::uint32_t> want(plan.blocks(), 0);
+      for (int r = 0; r < c.x.rows; ++r)
+        for (int col = 0; col < c.x.cols; ++col) {
+          const std::uint32_t b = bits(c.x.data[static_cast<std::size_t>(r) * c.x.cols + col]) & 0x7FFFFFFFu;
+          std::uint32_t& w = want[quant::block_index(plan, r, col)];
+          w = std::max(w, b > limit ? 0u : b);
+        }
+      DevBuf<float> x(c.x.data.size());
+      x.put(c.x.data);
+      DevBuf<std::uint32_t> amax(plan.blocks());
+      quant::row_amax(plan, x.p, amax.p);
+      LOWBIT_CUDA_CHECK(cudaDeviceSynchronize());
+      const auto got = amax.get();
+      for (std::size_t b = 0; b < want.size(); ++b, ++blocks)
+        if (got[b] != want[b] && mismatches++ < 10)
+          std::printf("MISMATCH row_amax %s | %s | block %zu: expected 0x%08X actual 0x%08X\n", c.name.c_str(),
+                      describe(o).c_str(), b, want[b], got[b]);
+    }
+  RecordProperty("blocks", static_cast<int>(blocks));
+  std::printf("row_amax: %zu blocks, %zu mismatches\n", blocks, mismatches);
+  EXPECT_EQ(mismatches, 0u);
+  scale::Options ch = opts(scale::Scheme::channel);
+  EXPECT_THROW(quant::row_amax(quant::make_plan(8, 8, ch), nullptr, nullptr), std::invalid_argument);
+}
+
 // Bad input: the plan names the option it rejects, before anything runs.
 TEST(DeviceQuantize, RejectsWhatTheDevicePathLacks) {
   LOWBIT_REQUIRE_GPU(89);

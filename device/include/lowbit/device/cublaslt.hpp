@@ -65,6 +65,16 @@ struct Fp8Gemm {
 // The argument checks run() makes (no GPU needed): empty when valid, else a message naming the argument.
 std::string validate(const Fp8Gemm& g);
 
+// One cuBLASLt algorithm, held fixed across problems: its id and configuration (tile, stages, CTA swizzling,
+// custom option, inner shape, cluster shape), always without split-K.  A gate pins one so that every case
+// runs the same kernel with the same summation order, whatever the heuristic would pick per shape.
+struct PinnedAlgo {
+  int id = -1;
+  std::uint32_t config[6] = {};
+  std::size_t workspace = 0;  // what the heuristic reported for the problem it was chosen on
+};
+std::string describe(const PinnedAlgo& a);
+
 // A cuBLASLt handle plus the last heuristic choice, reused across calls with the same problem.
 class Handle {
  public:
@@ -83,11 +93,19 @@ class Handle {
   // returns that status (name: cublasLtGetStatusName) instead of throwing; other failures still throw.
   cublasStatus_t try_run(const Fp8Gemm& g);
 
+  // The heuristic's first candidate for g's problem that splits K into one slice and reduces nothing
+  // (CUBLASLT_ALGO_CONFIG_SPLITK_NUM 1, REDUCTION_SCHEME none).  Throws Error when there is none.
+  PinnedAlgo choose_pinned(const Fp8Gemm& g);
+  // Runs g with exactly the pinned algorithm (split-K 1).  Throws std::invalid_argument for bad arguments and
+  // Error naming the algorithm and the shape when cublasLtMatmulAlgoCheck refuses it for g's problem.
+  void run_pinned(const Fp8Gemm& g, const PinnedAlgo& pin);
+
   // The heuristic's choice of the last run(): workspace bytes it needs, and the algorithm id.
   std::size_t last_workspace() const { return last_workspace_; }
   int last_algo_id() const { return last_algo_id_; }
 
  private:
+  struct Problem;
   struct Choice {
     cublasLtMatmulAlgo_t algo;
     std::size_t workspace;

@@ -122,31 +122,39 @@ struct Outputs {
 // Workspace (device memory, 256-byte aligned) the passes need: block amax patterns and flags, multipliers.
 std::size_t workspace_bytes(const Plan& plan);
 
-// Launch shapes (host logic, tested without a GPU).
+// Launch shapes (host logic, tested without a GPU).  Every kernel loops grid-stride, so a grid of any size
+// covers the work; the grids are one wave: at most `ctas_per_sm` CTAs per multiprocessor, the number the
+// occupancy query (cudaOccupancyMaxActiveBlocksPerMultiprocessor) reports for the kernel and block size, so
+// that every CTA is resident from the start and none waits for a second wave.
 struct Launch {
   unsigned grid = 0, block = 0;
 };
 constexpr unsigned k_threads = 256;
 // Elements handled by one thread per step of a grid-stride loop (4 with 16-byte loads, else 1).
 int chunk(const Plan& plan);
-// The general route's amax and element passes: enough CTAs for `sms` multiprocessors (8 CTAs each), never
-// more than the work needs.
-Launch elementwise_launch(const Plan& plan, int sms);
+// The general route's amax and element passes: at most sms x ctas_per_sm CTAs, never more than the work needs.
+Launch elementwise_launch(const Plan& plan, int sms, int ctas_per_sm = 8);
 // The general route's element pass, two-dimensional: x covers the row's chunks (block = the chunks rounded
-// up to a warp, at most k_threads), y takes rows grid-stride; about 16 CTAs per multiprocessor in all.
+// up to a warp, at most k_threads), y takes rows grid-stride; sms x ctas_per_sm CTAs in all (at least one row
+// of x).  elements_block(plan) is its block size (for the occupancy query).
 struct Launch2 {
   unsigned gx = 0, gy = 0, block = 0;
 };
-Launch2 elements_launch(const Plan& plan, int sms);
+unsigned elements_block(const Plan& plan);
+Launch2 elements_launch(const Plan& plan, int sms, int ctas_per_sm = 16);
 // The scale pass: one thread per block (per four blocks when ue8m0-packed).
 Launch scales_launch(const Plan& plan);
 // The rows route: `group` threads per block (bc / 4 rounded to a power of two, at most 32), blocks handled
-// grid-stride.
+// grid-stride by at most sms x ctas_per_sm CTAs.
 struct RowsLaunch {
   unsigned grid = 0, block = 0;
   int group = 0;
 };
-RowsLaunch rows_launch(const Plan& plan, int sms);
+RowsLaunch rows_launch(const Plan& plan, int sms, int ctas_per_sm = 8);
+// How many times quantize() reads the input from memory: one pass per kernel that reads it (a tensor amax
+// pass, a block amax pass, the element or fused pass).  The benchmark counts each read in the bytes the
+// scheme must move.
+int input_reads(const Plan& plan);
 // Which of the blocks a launch writes: the index of block (r, c) in Quantized order.
 LOWBIT_HD inline std::size_t block_index(const Plan& p, int r, int c) {
   return static_cast<std::size_t>(r / p.br) * static_cast<std::size_t>(p.nbc) + static_cast<std::size_t>(c / p.bc);
@@ -158,6 +166,18 @@ LOWBIT_HD inline std::size_t block_index(const Plan& p, int r, int c) {
 // `stream`; launch errors are thrown as lowbit::device::Error naming the call.
 void quantize(const Plan& plan, const float* x, const std::uint32_t* rbits, const Outputs& out, void* workspace,
               cudaStream_t stream = nullptr);
+
+// Diagnostic for the benchmark: the rows route's reads and reductions alone.  For a plan whose route is
+// Route::rows, writes each block's amax as the fused pass computes it (the largest |x| bit pattern at most
+// the plan's limit, NaN and infinity read as +0 beyond it; see amax_limit) to amax[block] (plan.blocks()
+// words, device memory), and nothing else: no scales, no codes.  Its time is the read floor of the fused
+// pass.  Throws std::invalid_argument for another route.
+void row_amax(const Plan& plan, const float* x, std::uint32_t* amax, cudaStream_t stream = nullptr);
+// The limit of row_amax and the passes: |x| patterns above it read as +0 (+Inf's pattern 0x7F800000, or the
+// largest finite one under MX NonFinite::propagate, whose amax is over the finite elements).
+LOWBIT_HD inline std::uint32_t amax_limit(const Plan& p) {
+  return p.scheme == scale::Scheme::mx && p.nonfinite == scale::NonFinite::propagate ? 0x7F7FFFFFu : 0x7F800000u;
+}
 
 // Number of multiprocessors of the current device (cached per process).
 int multiprocessors();
