@@ -25,10 +25,25 @@ struct Subject {
   std::function<std::string()> last_error;
 };
 
+// Where a plugin's code runs.  In a child process (the default) every call is made by a fresh child that
+// loads the library, with the outputs in shared memory ending at a guard page and the plugin's stdout and
+// stderr captured apart from the caller's: a crash, hang, exit() or buffer overrun of the plugin, at any
+// point, is the call's error (LOWBIT_PLUGIN_ERROR with last_error() saying what happened), never the
+// caller's.  In process, the library is loaded here and called directly (for debugging).
+enum class Isolation { child_process, in_process };
+
+struct LoadOptions {
+  Isolation isolation = Isolation::child_process;
+  double timeout_seconds = 60;  // per call, in a child process: then the child is killed
+};
+
 // A shared library exporting lowbit_plugin_entry as a subject (the library stays loaded while the subject or a
-// copy of it lives).  Throws ArgumentError ("plugin") for a file that is not there, cannot be loaded, lacks the
-// entry symbol or speaks another ABI version.
-Subject load_plugin(const std::string& path);
+// copy of it lives).  Throws ArgumentError ("plugin") for a file that is not there or cannot be loaded, that
+// lacks the entry symbol, speaks another ABI version, or returns a table with a struct_size smaller than this
+// ABI's table or a function pointer outside every loaded library (plugin.h's versioning rule: exit 2).  In a
+// child process, a plugin that crashes, hangs or exits while it loads gives a subject whose every call fails
+// with that reason.
+Subject load_plugin(const std::string& path, const LoadOptions& options = {});
 
 // Run one golden suite (convert, scheme or gemm kind) through the subject and compare: each unit the subject
 // declines or lacks an entry point for is skipped with the reason; a subject's error is the unit's problem.
