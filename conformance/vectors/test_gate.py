@@ -136,19 +136,30 @@ def test_a_broken_table_is_exit_2_and_writes_nothing(tmp_path, misbehave, messag
     assert not xml.exists()
 
 
+E4M3_RECIPE = json.dumps(manifest("scheme-tensor")["cases"][0]["recipe"], separators=(",", ":"), sort_keys=True)
+
+
 @needs_plugins
 @pytest.mark.parametrize("misbehave, reason", [
-    ("decline", "the plugin's quantize declined recipe 'e4m3'"),
+    ("decline", "the plugin's quantize declined recipe " + E4M3_RECIPE),
     ("null", "the plugin has no quantize entry point (NULL in its table)"),
 ])
 def test_a_subject_that_runs_nothing_fails(tmp_path, misbehave, reason):
     xml, js = tmp_path / "g.xml", tmp_path / "g.json"
     rc, out, err = run("gate", "--plugin", MISBEHAVING, "--suite", "scheme-tensor", "--suite", "convert-te",
-                       "--junit", xml, "--json", js, misbehave=misbehave)
+                       "--junit", xml, "--json", js, "--max-report", "2", misbehave=misbehave)
     assert rc == 1, out + err
     assert "why: nothing was compared: every unit of 2 suites was skipped or in error" in out
     assert out.splitlines()[-2].startswith("FAILED: 2 suites, 0 cases compared")
-    assert f"scheme-tensor case-000 e4m3/random-1x16: {reason}" in out
+    # Skips are listed by suite and reason: the recipe declined (e4m3, e5m2, e4m3-pow2: 5 cases each) or
+    # the NULL entry point (all 15 cases, and for convert-te all its files).
+    e4m3 = [c["name"] for c in manifest("scheme-tensor")["cases"] if c["name"].startswith("e4m3/")]
+    n = len(e4m3) if misbehave == "decline" else len(manifest("scheme-tensor")["cases"])
+    assert f"  scheme-tensor: {reason} ({n} units: case-000 {e4m3[0]}, case-001 {e4m3[1]}, case-002 {e4m3[2]}, ...)" in out
+    if misbehave == "decline":  # 3 recipes, and each file of convert-te its own conversion
+        assert f"  (2 of {3 + len(manifest('convert-te')['files'])} skip reasons shown; --max-report N shows more)" in out
+    else:  # one reason per suite
+        assert "  convert-te: the plugin has no convert entry point (NULL in its table) (49 units: " in out
     root, _ = junit(xml)
     units = len(manifest("scheme-tensor")["cases"]) + len(manifest("convert-te")["files"])
     assert root.get("skipped") == str(units) and root.get("failures") == "0"
@@ -315,7 +326,7 @@ def test_max_report_bounds_every_listing(tmp_path):
             sections[current] = []
         elif line.startswith("  ") and current and not line.startswith("  why:"):
             sections[current].append(line)
-    for name in ("errors", "skipped", "mismatches"):
+    for name in ("errors", "mismatches"):
         shown = [l for l in sections[name] if not l.startswith("  (")]
         assert len(shown) == 2, (name, sections[name])
         assert sections[name][-1].startswith("  (2 of ") and "--max-report N shows more" in sections[name][-1]

@@ -154,9 +154,7 @@ void gate_tensors(const Subject& p, const V::Golden& g, GateRun& run, bool gemm)
     const int rc = entry(recipe.c_str(), in_arrays.data(), static_cast<std::uint32_t>(in_arrays.size()),
                          out_arrays.data(), static_cast<std::uint32_t>(out_arrays.size()));
     if (rc == LOWBIT_PLUGIN_UNSUPPORTED) {
-      const std::string label = c.value("name", "");
-      run.skip[id] = std::string("the plugin's ") + (gemm ? "gemm" : "quantize") + " declined recipe '" +
-                     label.substr(0, label.find('/')) + "'";
+      run.skip[id] = std::string("the plugin's ") + (gemm ? "gemm" : "quantize") + " declined recipe " + recipe;
       continue;
     }
     const std::string failure = rc == LOWBIT_PLUGIN_OK ? "" : call_error(p, gemm ? "gemm" : "quantize", rc);

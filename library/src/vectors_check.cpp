@@ -556,13 +556,25 @@ void print_reports(const std::vector<SuiteReport>& reports, std::size_t max_repo
         errors.line(r.name + " " + u.name + ": " + u.error);
       }
   errors.close("errors");
-  for (const SuiteReport& r : reports)
-    for (const Unit& u : r.units)
-      if (u.skipped) {
-        if (skips.total == 0) std::cout << "skipped:\n";
-        skips.line(r.name + " " + u.name + ": " + u.skip_reason);
-      }
-  skips.close("skipped units");
+  // Skips by suite and reason (which recipe or conversion the subject declined, what --only left out),
+  // with the first units of each.
+  for (const SuiteReport& r : reports) {
+    std::vector<std::pair<std::string, std::vector<const Unit*>>> groups;
+    for (const Unit& u : r.units) {
+      if (!u.skipped) continue;
+      auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& e) { return e.first == u.skip_reason; });
+      if (g == groups.end()) g = groups.insert(groups.end(), {u.skip_reason, {}});
+      g->second.push_back(&u);
+    }
+    for (const auto& g : groups) {
+      if (skips.total == 0) std::cout << "skipped:\n";
+      std::string names;
+      for (std::size_t i = 0; i < g.second.size() && i < 3; ++i) names += (i ? ", " : "") + g.second[i]->name;
+      if (g.second.size() > 3) names += ", ...";
+      skips.line(r.name + ": " + g.first + " (" + plural(g.second.size(), "unit", "units") + ": " + names + ")");
+    }
+  }
+  skips.close("skip reasons");
   for (const SuiteReport& r : reports)
     for (const Unit& u : r.units) {
       if (!u.compared()) continue;
