@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -130,8 +130,8 @@ int gemm(const char* recipe, const lowbit_array* in, uint32_t n_in, lowbit_array
 
 const char* last_error() { return planted()->last_error(); }
 
-lowbit_plugin table = {LOWBIT_PLUGIN_ABI_VERSION, sizeof(lowbit_plugin), "misbehaving", convert, quantize, gemm,
-                       last_error};
+lowbit_plugin table = {
+    LOWBIT_PLUGIN_ABI_VERSION, sizeof(lowbit_plugin), "misbehaving", convert, quantize, gemm, last_error};
 
 __attribute__((constructor)) void on_load() {
   if (is("ctor")) misbehave(nullptr, 0);
@@ -144,8 +144,8 @@ extern "C" LOWBIT_PLUGIN_EXPORT const lowbit_plugin* lowbit_plugin_entry(uint32_
   if (is("entry")) misbehave(nullptr, 0);
   const std::string w = what();
   if (w == "null") {
-    static const lowbit_plugin none = {LOWBIT_PLUGIN_ABI_VERSION, sizeof(lowbit_plugin), "all-null", nullptr,
-                                       nullptr, nullptr, nullptr};
+    static const lowbit_plugin none = {
+        LOWBIT_PLUGIN_ABI_VERSION, sizeof(lowbit_plugin), "all-null", nullptr, nullptr, nullptr, nullptr};
     return &none;
   }
   if (w == "short") {

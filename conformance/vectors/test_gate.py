@@ -351,3 +351,14 @@ def test_merged_gate_json_is_the_unsharded_json(tmp_path):
                        text=True, check=False)
     assert p.returncode == 1, p.stderr
     assert (tmp_path / "m" / "gate.json").read_text() == (tmp_path / "whole.json").read_text()
+
+
+@needs_plugins
+def test_a_report_that_cannot_reach_stdout_is_exit_2():
+    # The gate's own stdout closed; then, in process, a plugin that closes it (isolated, see above, nothing is lost).
+    p = subprocess.run(["sh", "-c", 'exec "$0" "$@" >&-', LOWBIT, "gate", "--plugin", PLANTED, "--suite", "scheme-tensor"],
+                       capture_output=True, text=True, check=False)
+    assert p.returncode == 2 and "stdout: the report could not be written" in p.stderr, p.stderr
+    rc, _, err = run("gate", "--plugin", MISBEHAVING, "--suite", "scheme-tensor", "--in-process",
+                     misbehave="closestdout")
+    assert rc == 2 and "stdout: the report could not be written" in err, err

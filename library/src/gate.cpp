@@ -9,10 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
-
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -270,9 +269,7 @@ struct ChildReport {
   char message[2048];
 };
 
-void copy_text(char* to, std::size_t size, const char* from) {
-  std::snprintf(to, size, "%s", from ? from : "");
-}
+void copy_text(char* to, std::size_t size, const char* from) { std::snprintf(to, size, "%s", from ? from : ""); }
 
 const char* signal_name(int sig) {
   switch (sig) {
@@ -306,8 +303,8 @@ std::string output_tail(const std::string& text, std::size_t max) {
 }
 
 struct ChildOutcome {
-  std::string failure;  // "" when the call returned; else what the plugin did: "crashed", "hung", "exited", ...
-  std::string detail;   // how: the signal, the timeout, the exit status
+  std::string failure;   // "" when the call returned; else what the plugin did: "crashed", "hung", "exited", ...
+  std::string detail;    // how: the signal, the timeout, the exit status
   std::string out, err;  // the plugin's stdout and stderr (at most capture_limit bytes each)
 };
 
@@ -384,7 +381,8 @@ ChildOutcome run_in_child(const std::string& where, const std::string& path, dou
   bool timed_out = false;
   for (;;) {
     if (waitpid(pid, &status, WNOHANG) == pid) break;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       kill(-pid, SIGKILL);
       kill(pid, SIGKILL);
@@ -413,9 +411,10 @@ ChildOutcome run_in_child(const std::string& where, const std::string& path, dou
     o.detail = text;
   } else if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
-    const char* cause = sig == SIGSEGV || sig == SIGBUS ? ": an invalid memory access, or a write beyond an output buffer"
-                        : sig == SIGABRT                 ? ": abort(), or a failed assertion"
-                                                         : "";
+    const char* cause = sig == SIGSEGV || sig == SIGBUS
+                            ? ": an invalid memory access, or a write beyond an output buffer"
+                        : sig == SIGABRT ? ": abort(), or a failed assertion"
+                                         : "";
     o.failure = "crashed";
     std::snprintf(text, sizeof text, ": killed by signal %d (%s, %s%s)", sig, signal_name(sig), strsignal(sig), cause);
     o.detail = text;
@@ -446,10 +445,9 @@ struct ChildPlugin {
     auto* report = reinterpret_cast<ChildReport*>(shared.data());
     const ChildOutcome o = run_in_child(
         where, path, timeout, [&](const lowbit_plugin& t) { return body(t, *report); }, report);
-    const std::string output = o.out.empty() && o.err.empty()
-                                   ? ""
-                                   : " (plugin stdout: '" + output_tail(o.out, 200) + "', stderr: '" +
-                                         output_tail(o.err, 200) + "')";
+    const std::string output = o.out.empty() && o.err.empty() ? ""
+                                                              : " (plugin stdout: '" + output_tail(o.out, 200) +
+                                                                    "', stderr: '" + output_tail(o.err, 200) + "')";
     if (!o.failure.empty()) {
       last_error = o.failure + " during " + what + o.detail + output;
       return LOWBIT_PLUGIN_ERROR;
@@ -498,12 +496,12 @@ Subject child_subject(const std::string& where, const std::string& path, const L
     if (o.failure.empty() && report->refused) throw ArgumentError("plugin", report->message);
     if (!o.failure.empty()) {
       // Every call fails with the reason: the suites report it, unit by unit, and the gate exits 1.
-      const std::string why = o.failure + " while loading (in a library constructor or " +
-                              LOWBIT_PLUGIN_ENTRY_SYMBOL + ")" + o.detail;
+      const std::string why =
+          o.failure + " while loading (in a library constructor or " + LOWBIT_PLUGIN_ENTRY_SYMBOL + ")" + o.detail;
       Subject s;
       s.name = "(not loaded)";
-      s.convert = [](const char*, const char*, const lowbit_policy*, const void*, std::uint64_t, void*,
-                     std::uint8_t*, int*) { return LOWBIT_PLUGIN_ERROR; };
+      s.convert = [](const char*, const char*, const lowbit_policy*, const void*, std::uint64_t, void*, std::uint8_t*,
+                     int*) { return LOWBIT_PLUGIN_ERROR; };
       s.quantize = s.gemm = [](const char*, const lowbit_array*, std::uint32_t, lowbit_array*, std::uint32_t) {
         return LOWBIT_PLUGIN_ERROR;
       };
@@ -516,19 +514,18 @@ Subject child_subject(const std::string& where, const std::string& path, const L
   Subject s;
   s.name = name;
   if (entries & 1u)
-    s.convert = [state](const char* from, const char* to, const lowbit_policy* policy, const void* in,
-                        std::uint64_t n, void* out, std::uint8_t* flags, int* flags_written) {
+    s.convert = [state](const char* from, const char* to, const lowbit_policy* policy, const void* in, std::uint64_t n,
+                        void* out, std::uint8_t* flags, int* flags_written) {
       const std::size_t wo = element_width(to);
       GuardedBuffer out_buf(n * wo), flag_buf(n);
-      const int rc = state->call(std::string("convert(") + from + " -> " + to + ")",
-                                 [&](const lowbit_plugin& t, ChildReport& r) {
-                                   int written = 0;
-                                   const int code = t.convert(from, to, policy, in, n, out_buf.data(),
-                                                              flag_buf.data(), &written);
-                                   r.flags_written = written;
-                                   record_error(t, code, r);
-                                   return code;
-                                 });
+      const int rc =
+          state->call(std::string("convert(") + from + " -> " + to + ")", [&](const lowbit_plugin& t, ChildReport& r) {
+            int written = 0;
+            const int code = t.convert(from, to, policy, in, n, out_buf.data(), flag_buf.data(), &written);
+            r.flags_written = written;
+            record_error(t, code, r);
+            return code;
+          });
       if (rc == LOWBIT_PLUGIN_OK) {
         std::memcpy(out, out_buf.data(), n * wo);
         std::memcpy(flags, flag_buf.data(), n);
@@ -577,13 +574,11 @@ Subject in_process_subject(const std::string& where, const std::string& path) {
   s.name = table->name ? table->name : "(unnamed)";
   if (table->convert)
     s.convert = [library, f = table->convert](const char* from, const char* to, const lowbit_policy* policy,
-                                               const void* in, std::uint64_t n, void* out, std::uint8_t* flags,
-                                               int* flags_written) {
+                                              const void* in, std::uint64_t n, void* out, std::uint8_t* flags,
+                                              int* flags_written) {
       try {
         return f(from, to, policy, in, n, out, flags, flags_written);
-      } catch (...) {
-        return thrown_status;
-      }
+      } catch (...) { return thrown_status; }
     };
   auto tensor_entry = [&](auto f) -> decltype(s.quantize) {
     if (!f) return {};
@@ -591,9 +586,7 @@ Subject in_process_subject(const std::string& where, const std::string& path) {
                         std::uint32_t n_out) {
       try {
         return f(recipe, in, n_in, out, n_out);
-      } catch (...) {
-        return thrown_status;
-      }
+      } catch (...) { return thrown_status; }
     };
   };
   s.quantize = tensor_entry(table->quantize);

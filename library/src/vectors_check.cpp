@@ -7,12 +7,12 @@
 #include <iostream>
 #include <sstream>
 
-#include "lowbit/text.hpp"
 #include "lowbit/exact.hpp"
 #include "lowbit/io.hpp"
 #include "lowbit/registry.hpp"
-#include "lowbit/value.hpp"
 #include "lowbit/sha256.hpp"
+#include "lowbit/text.hpp"
+#include "lowbit/value.hpp"
 #include "lowbit/vectors.hpp"
 
 namespace lowbit::vectors {
@@ -274,7 +274,8 @@ void check_structure(const json& manifest, const Fail& fail) {
     if (role != "input" && role != "expected")
       fail("manifest.json", "file '" + path + "' has unknown role '" + role + "' (input or expected)");
     else if (kind == "convert" && role != "expected")
-      fail("manifest.json", "file '" + path + "' of a convert suite has role '" + role + "' (scalar files are expected)");
+      fail("manifest.json",
+           "file '" + path + "' of a convert suite has role '" + role + "' (scalar files are expected)");
   }
   if (kind == "convert") return;
   const json cases = manifest.value("cases", json::array());
@@ -284,7 +285,8 @@ void check_structure(const json& manifest, const Fail& fail) {
     const long long index = c.value("index", -1LL);
     if (index < 0) fail("manifest.json", "a case lacks a non-negative \"index\"");
     else if (!indices.insert(index).second)
-      fail("manifest.json", "case index " + std::to_string(index) + " is listed twice (one case would never be compared)");
+      fail("manifest.json",
+           "case index " + std::to_string(index) + " is listed twice (one case would never be compared)");
   }
   for (const json& e : files) {
     if (!e.is_object()) continue;
@@ -536,17 +538,17 @@ std::vector<std::string> verdict(const std::vector<SuiteReport>& reports, const 
   for (const std::string& pattern : req.require)
     for (const SuiteReport& r : reports)
       if (glob_match(pattern, r.name) && r.cases() == 0)
-        why.push_back("required suite " + r.name + " (--require " + pattern + ") compared nothing: " +
-                      plural(r.skipped(), "unit", "units") + " skipped, " + plural(r.errors(), "unit", "units") +
-                      " in error");
+        why.push_back("required suite " + r.name + " (--require " + pattern +
+                      ") compared nothing: " + plural(r.skipped(), "unit", "units") + " skipped, " +
+                      plural(r.errors(), "unit", "units") + " in error");
   return why;
 }
 
 void print_reports(const std::vector<SuiteReport>& reports, std::size_t max_report, const Requirements& req) {
   for (const SuiteReport& r : reports) {
     std::cout << r.name << ": " << plural(r.cases(), "case", "cases") << " compared in " << r.compared() << " of "
-              << plural(r.units.size(), "unit", "units") << ", " << r.mismatches() << " mismatching, "
-              << r.skipped() << " skipped, " << r.errors() << " in error  " << suite_status(r) << "\n";
+              << plural(r.units.size(), "unit", "units") << ", " << r.mismatches() << " mismatching, " << r.skipped()
+              << " skipped, " << r.errors() << " in error  " << suite_status(r) << "\n";
   }
   Listing errors{max_report}, skips{max_report}, lines{max_report};
   for (const SuiteReport& r : reports)
@@ -589,8 +591,8 @@ void print_reports(const std::vector<SuiteReport>& reports, std::size_t max_repo
   const std::vector<std::string> why = verdict(reports, req);
   std::cout << (why.empty() ? "all match: " : "FAILED: ") << plural(reports.size(), "suite", "suites") << ", "
             << plural(t.cases, "case", "cases") << " compared in " << t.compared << " of "
-            << plural(t.units, "unit", "units") << ", " << t.mismatches << " mismatching, " << t.skipped
-            << " skipped, " << t.errors << " in error\n";
+            << plural(t.units, "unit", "units") << ", " << t.mismatches << " mismatching, " << t.skipped << " skipped, "
+            << t.errors << " in error\n";
   for (const std::string& w : why) std::cout << "  why: " << w << "\n";
 }
 
@@ -637,8 +639,8 @@ std::string junit_xml(const std::vector<SuiteReport>& reports, const std::string
 nlohmann::ordered_json report_json(const std::vector<SuiteReport>& reports, const std::string& command,
                                    const std::string& subject, std::size_t max_report, const Requirements& req) {
   using ojson = nlohmann::ordered_json;
-  auto counts = [](ojson& j, std::uint64_t units, std::uint64_t compared, std::uint64_t skipped,
-                   std::uint64_t errors, std::uint64_t cases, std::uint64_t mismatches) {
+  auto counts = [](ojson& j, std::uint64_t units, std::uint64_t compared, std::uint64_t skipped, std::uint64_t errors,
+                   std::uint64_t cases, std::uint64_t mismatches) {
     j["units"] = units;
     j["units_compared"] = compared;
     j["units_skipped"] = skipped;

@@ -235,7 +235,8 @@ void add_report_options(CLI::App* c, const std::shared_ptr<VectorsOptions>& o) {
   c->add_option("--junit", o->junit, "Write JUnit XML here");
   c->add_option("--json", o->json,
                 "Write the JSON report (vectors/SPEC.md) here; '-': to stdout, instead of the text report");
-  c->add_option("--max-report", o->max_report, "Lines of each listing (errors, skips, mismatches) to print (default 10)");
+  c->add_option("--max-report", o->max_report,
+                "Lines of each listing (errors, skips, mismatches) to print (default 10)");
   c->add_option("--require", o->require,
                 "Each suite matching this glob must compare at least one case (repeatable; a glob matching no "
                 "suite is an error)");
@@ -262,8 +263,9 @@ void add_vectors(CLI::App& app) {
   });
 
   auto* check = app.add_subcommand(
-      "check", "Compare a subject's results with golden vectors: exit 0 cases compared and all match, 1 mismatches, "
-               "errors or nothing compared, 2 damaged golden set or bad arguments");
+      "check",
+      "Compare a subject's results with golden vectors: exit 0 cases compared and all match, 1 mismatches, "
+      "errors or nothing compared, 2 damaged golden set or bad arguments");
   check->add_option("--vectors", o->vectors, "A golden suite folder, or a folder of suite folders")->required();
   check->add_option("--results", o->results, "The subject's results, in the golden layout")->required();
   add_report_options(check, o);
@@ -277,8 +279,9 @@ void add_vectors(CLI::App& app) {
   });
 
   auto* gate = app.add_subcommand(
-      "gate", "Run golden suites through a subject library (include/lowbit/plugin.h), each call in a child process: "
-              "exit 0, 1 or 2 as check (2 also for a broken plugin table)");
+      "gate",
+      "Run golden suites through a subject library (include/lowbit/plugin.h), each call in a child process: "
+      "exit 0, 1 or 2 as check (2 also for a broken plugin table)");
   gate->add_option("--plugin", o->plugin, "The subject: a shared library exporting lowbit_plugin_entry")->required();
   gate->add_option("--suite", o->suites, "Suites to run (repeatable; default: every committed suite)");
   gate->add_option("--seed", o->seed, "Seed of the random cases (default 1)");

@@ -298,10 +298,8 @@ ordered_json plugin_identity(const std::string& path, const std::string& name) {
 }
 
 ordered_json gate_shard_doc(checks::Shard shard, const GateShard& g) {
-  const ordered_json options = {
-      {"suites", g.suites},          {"seed", g.seed},
-      {"max_report", g.max_report},  {"plugin", g.plugin},
-      {"require", g.req.require},    {"min_cases", g.req.min_cases}};
+  const ordered_json options = {{"suites", g.suites}, {"seed", g.seed},           {"max_report", g.max_report},
+                                {"plugin", g.plugin}, {"require", g.req.require}, {"min_cases", g.req.min_cases}};
   ordered_json doc = checks::shard_header("gate", shard, LOWBIT_VERSION, checks::build_id(), options, g.space);
   ordered_json results = ordered_json::array();
   for (const SuiteReport& r : g.reports) {

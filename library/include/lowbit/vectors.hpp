@@ -74,12 +74,12 @@ struct Mismatch {
 // truncated or malformed, the subject failed or crashed), or compared: then its cases all count, and
 // `mismatches` of them differ.
 struct Unit {
-  std::string name;  // file path, or "case-007 <recipe>"
-  std::uint64_t cases = 0;  // the golden cases of the unit (compared only when neither skipped nor in error)
+  std::string name;              // file path, or "case-007 <recipe>"
+  std::uint64_t cases = 0;       // the golden cases of the unit (compared only when neither skipped nor in error)
   std::uint64_t mismatches = 0;  // mismatching cases (0 unless compared)
   bool skipped = false;
   std::string skip_reason;
-  std::string error;  // why the unit could not be compared; empty when it was compared or skipped
+  std::string error;                 // why the unit could not be compared; empty when it was compared or skipped
   std::vector<std::string> details;  // the first mismatches, formatted
   bool compared() const { return !skipped && error.empty(); }
 };
