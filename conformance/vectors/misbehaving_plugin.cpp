@@ -9,7 +9,8 @@
 //          noise (prints "all match" on stdout and stderr, then forwards), closestdout (closes fd 1, then
 //          forwards)
 // and, with no WHERE: decline (every entry point answers UNSUPPORTED), null (every entry point NULL),
-// short (struct_size 16), badabi (ABI version 99), badptr (a convert pointer into no library).
+// short (struct_size 16), badabi (ABI version 99), badptr (a convert pointer into no library), badname
+// (a name pointer that cannot be read).
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -158,6 +159,7 @@ extern "C" LOWBIT_PLUGIN_EXPORT const lowbit_plugin* lowbit_plugin_entry(uint32_
     return reinterpret_cast<const lowbit_plugin*>(&small);
   }
   if (w == "badabi") table.abi_version = 99;
+  if (w == "badname") table.name = reinterpret_cast<const char*>(0x10);
   if (w == "badptr") {
     const std::uintptr_t nowhere = 0x10;
     std::memcpy(&table.convert, &nowhere, sizeof nowhere);

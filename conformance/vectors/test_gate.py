@@ -121,13 +121,19 @@ def test_misbehaving_while_loading_fails_every_unit(tmp_path, misbehave):
     assert root.get("errors") == str(n) and root.get("failures") == "0"
 
 
-@needs_plugins
-@pytest.mark.parametrize("misbehave, message", [
+BROKEN_TABLES = [
     ("short", "struct_size 16 bytes; ABI version 1 needs"),
     ("badabi", "speaks plugin ABI version 99"),
     ("badptr", "convert pointer 0x10 lies in no loaded library"),
-])
-@pytest.mark.parametrize("mode", [[], ["--in-process"]])
+    ("badname", "name pointer cannot be read: killed by signal 11 (SIGSEGV"),
+]
+
+
+# In process, an unreadable name pointer would crash the gate itself (that mode is for a debugger): the
+# name is read in the probe child only.
+@needs_plugins
+@pytest.mark.parametrize("misbehave, message, mode", [(m, t, []) for m, t in BROKEN_TABLES] +
+                         [(m, t, ["--in-process"]) for m, t in BROKEN_TABLES if m != "badname"])
 def test_a_broken_table_is_exit_2_and_writes_nothing(tmp_path, misbehave, message, mode):
     xml = tmp_path / "g.xml"
     rc, out, err = run("gate", "--plugin", MISBEHAVING, "--suite", "scheme-tensor", *mode, "--junit", xml,

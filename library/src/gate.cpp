@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <span>
 
 #include "lowbit/error.hpp"
@@ -265,6 +266,7 @@ struct ChildReport {
   int rc;
   int flags_written;
   std::uint32_t entries;  // probe: bit 0 convert, 1 quantize, 2 gemm
+  std::uint32_t reading_name;  // probe: set while the table's name is read (a fault there: a bad pointer)
   char name[256];
   char message[2048];
 };
@@ -339,7 +341,10 @@ ChildOutcome run_in_child(const std::string& where, const std::string& path, dou
   // Whatever the caller buffered must not be written twice (by a child that calls exit()).
   std::fflush(nullptr);
   const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("the gate cannot fork a child process");
+  if (pid < 0) {
+    for (const int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
+    throw std::runtime_error("the gate cannot fork a child process");
+  }
   if (pid == 0) {
     setpgid(0, 0);
     const int null_fd = open("/dev/null", O_RDONLY);
@@ -380,13 +385,14 @@ ChildOutcome run_in_child(const std::string& where, const std::string& path, dou
   int status = 0;
   bool timed_out = false;
   for (;;) {
-    if (waitpid(pid, &status, WNOHANG) == pid) break;
+    // Ended, but not reaped (WNOWAIT): while the zombie is there its id, and so its process group's,
+    // cannot be reused, and the kill of the group below reaches only what the plugin started.
+    siginfo_t info{};
+    if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid) break;
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       kill(-pid, SIGKILL);
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
       timed_out = true;
       break;
     }
@@ -399,6 +405,7 @@ ChildOutcome run_in_child(const std::string& where, const std::string& path, dou
   }
   if (pidfd >= 0) close(pidfd);
   kill(-pid, SIGKILL);  // whatever the plugin started in the child's process group
+  waitpid(pid, &status, 0);
   for (int i = 0; i < 2; ++i)
     if (fds[i].fd >= 0) {
       drain(fds[i].fd, *into[i]);
@@ -441,10 +448,18 @@ struct ChildPlugin {
   // One call of an entry point in a child: `body` calls it; returns the plugin's status, or
   // LOWBIT_PLUGIN_ERROR with last_error saying what happened to the child.
   int call(const std::string& what, const std::function<int(const lowbit_plugin&, ChildReport&)>& body) {
-    GuardedBuffer shared(sizeof(ChildReport));
-    auto* report = reinterpret_cast<ChildReport*>(shared.data());
-    const ChildOutcome o = run_in_child(
-        where, path, timeout, [&](const lowbit_plugin& t) { return body(t, *report); }, report);
+    std::optional<GuardedBuffer> shared;
+    ChildOutcome o;
+    ChildReport* report = nullptr;
+    try {
+      shared.emplace(sizeof(ChildReport));
+      report = reinterpret_cast<ChildReport*>(shared->data());
+      o = run_in_child(
+          where, path, timeout, [&](const lowbit_plugin& t) { return body(t, *report); }, report);
+    } catch (const std::runtime_error& e) {  // no pipe, no fork, no memory: this call's error
+      last_error = std::string(e.what()) + " for " + what;
+      return LOWBIT_PLUGIN_ERROR;
+    }
     const std::string output = o.out.empty() && o.err.empty() ? ""
                                                               : " (plugin stdout: '" + output_tail(o.out, 200) +
                                                                     "', stderr: '" + output_tail(o.err, 200) + "')";
@@ -488,12 +503,16 @@ Subject child_subject(const std::string& where, const std::string& path, const L
     const ChildOutcome o = run_in_child(
         where, path, options.timeout_seconds,
         [report](const lowbit_plugin& t) {
+          report->reading_name = 1;
           copy_text(report->name, sizeof report->name, t.name ? t.name : "(unnamed)");
+          report->reading_name = 0;
           report->entries = (t.convert ? 1u : 0u) | (t.quantize ? 2u : 0u) | (t.gemm ? 4u : 0u);
           return 0;
         },
         report);
     if (o.failure.empty() && report->refused) throw ArgumentError("plugin", report->message);
+    if (o.failure == "crashed" && report->reading_name)
+      throw ArgumentError("plugin", "'" + path + "' returns a table whose name pointer cannot be read" + o.detail);
     if (!o.failure.empty()) {
       // Every call fails with the reason: the suites report it, unit by unit, and the gate exits 1.
       const std::string why =

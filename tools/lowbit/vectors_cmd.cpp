@@ -225,7 +225,8 @@ int run_gate(const VectorsOptions& o) {
     try {
       checks::write_shard(o.out, V::gate_shard_doc(*shard, part));
     } catch (const std::runtime_error& e) { throw InputError(std::string("--out: ") + e.what()); }
-    std::cout << "shard " << checks::shard_text(*shard) << " written to " << o.out << " (join with lowbit merge)\n";
+    (o.json == "-" ? std::cerr : std::cout)
+        << "shard " << checks::shard_text(*shard) << " written to " << o.out << " (join with lowbit merge)\n";
   }
   return rc;
 }
