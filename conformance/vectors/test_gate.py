@@ -130,7 +130,7 @@ BROKEN_TABLES = [
 
 
 # In process, an unreadable name pointer would crash the gate itself (that mode is for a debugger): the
-# name is read in the probe child only.
+# name is read in the worker only.
 @needs_plugins
 @pytest.mark.parametrize("misbehave, message, mode", [(m, t, []) for m, t in BROKEN_TABLES] +
                          [(m, t, ["--in-process"]) for m, t in BROKEN_TABLES if m != "badname"])
@@ -364,7 +364,7 @@ def test_a_report_that_cannot_reach_stdout_is_exit_2():
     # The gate's own stdout closed; then, in process, a plugin that closes it (isolated, see above, nothing is lost).
     p = subprocess.run(["sh", "-c", 'exec "$0" "$@" >&-', LOWBIT, "gate", "--plugin", PLANTED, "--suite", "scheme-tensor"],
                        capture_output=True, text=True, check=False)
-    assert p.returncode == 2 and "stdout: the report could not be written" in p.stderr, p.stderr
+    assert p.returncode == 2 and "stdout: closed, the report would be lost" in p.stderr, p.stderr
     rc, _, err = run("gate", "--plugin", MISBEHAVING, "--suite", "scheme-tensor", "--in-process",
                      misbehave="closestdout")
     assert rc == 2 and "stdout: the report could not be written" in err, err

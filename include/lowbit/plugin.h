@@ -8,11 +8,11 @@
  * `lowbit profiles`), codes are little-endian integers of the format's storage width, and recipes are
  * the JSON objects of the suites' manifests.
  *
- * The gate calls each entry point in a fresh child process that loads the library for that call alone
- * (`--in-process` calls it in the gate itself), so a plugin keeps no state from one call to the next, and
- * whatever it prints is captured apart from the report.  A crash, a hang past `--timeout`, exit(), a
- * C++ exception, a write beyond an output buffer (each ends at an inaccessible page) or a status other
- * than the three below is an error of the file or case being run, never a pass.
+ * The gate loads the library in a worker process of its own and makes the calls there, one at a time
+ * (`--in-process` calls it in the gate itself); whatever the plugin prints is captured apart from the
+ * report.  A crash, a hang past `--timeout`, exit(), a C++ exception, a write beyond an output buffer
+ * (each ends at an inaccessible page) or a status other than the three below is an error of the file or
+ * case being run, never a pass; the next call gets a new worker, which loads the library again.
  *
  * Versioning: LOWBIT_PLUGIN_ABI_VERSION grows when this header changes incompatibly.  A plugin returns
  * a table whose abi_version equals the host's version, or NULL when it cannot serve that version; the

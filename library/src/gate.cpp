@@ -1,21 +1,13 @@
 #include "lowbit/gate.hpp"
 
+#include "gate_plugin.hpp"
+
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <optional>
 #include <span>
 
 #include "lowbit/error.hpp"
@@ -202,11 +194,9 @@ std::string table_problem(const lowbit_plugin* table) {
   return "";
 }
 
-struct Opened {
-  void* handle = nullptr;
-  const lowbit_plugin* table = nullptr;
-  std::string refused;  // why the library is refused (exit 2), or ""
-};
+}  // namespace
+
+namespace detail {
 
 Opened open_plugin(const std::string& where, const std::string& path) {
   Opened o;
@@ -229,356 +219,12 @@ Opened open_plugin(const std::string& where, const std::string& path) {
   return o;
 }
 
-// ---- calls in a child process --------------------------------------------------------------------------
+}  // namespace detail
 
-// Shared memory whose last byte is followed by an inaccessible page: a write past its end faults in the
-// child.  The data starts `size` bytes before that page (8-byte sizes keep it 8-byte aligned).
-class GuardedBuffer {
- public:
-  explicit GuardedBuffer(std::size_t size) : size_(size) {
-    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    span_ = (size + page - 1) / page * page + page;
-    void* p = mmap(nullptr, span_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::runtime_error("the gate cannot map " + std::to_string(size) + " bytes");
-    base_ = static_cast<std::uint8_t*>(p);
-    mprotect(base_ + span_ - page, page, PROT_NONE);
-    std::memset(base_, 0, span_ - page);
-  }
-  ~GuardedBuffer() { munmap(base_, span_); }
-  GuardedBuffer(const GuardedBuffer&) = delete;
-  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
-  std::uint8_t* data() const {
-    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    return base_ + span_ - page - size_;
-  }
+namespace {
 
- private:
-  std::size_t size_, span_ = 0;
-  std::uint8_t* base_ = nullptr;
-};
-
-// What the child leaves for the parent (in shared memory).
-struct ChildReport {
-  static constexpr std::uint32_t done_mark = 0x6c6f7762;  // set after the call returned
-  std::uint32_t done;
-  int refused;  // the library or its table is unusable (the message says why)
-  int thrown;   // a C++ exception left the plugin (the message is its what())
-  int rc;
-  int flags_written;
-  std::uint32_t entries;  // probe: bit 0 convert, 1 quantize, 2 gemm
-  std::uint32_t reading_name;  // probe: set while the table's name is read (a fault there: a bad pointer)
-  char name[256];
-  char message[2048];
-};
-
-void copy_text(char* to, std::size_t size, const char* from) { std::snprintf(to, size, "%s", from ? from : ""); }
-
-const char* signal_name(int sig) {
-  switch (sig) {
-    case SIGSEGV: return "SIGSEGV";
-    case SIGBUS: return "SIGBUS";
-    case SIGABRT: return "SIGABRT";
-    case SIGFPE: return "SIGFPE";
-    case SIGILL: return "SIGILL";
-    case SIGKILL: return "SIGKILL";
-    case SIGTERM: return "SIGTERM";
-    case SIGTRAP: return "SIGTRAP";
-    case SIGPIPE: return "SIGPIPE";
-    case SIGSYS: return "SIGSYS";
-    default: return "signal";
-  }
-}
-
-// One line of at most `max` characters from captured output (its end, where the last words are).
-std::string output_tail(const std::string& text, std::size_t max) {
-  std::string t;
-  if (text.size() > max) {
-    t = "...";
-    t.append(text, text.size() - max, max);
-  } else {
-    t = text;
-  }
-  for (char& c : t)
-    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
-  while (!t.empty() && t.back() == ' ') t.pop_back();
-  return t;
-}
-
-struct ChildOutcome {
-  std::string failure;   // "" when the call returned; else what the plugin did: "crashed", "hung", "exited", ...
-  std::string detail;    // how: the signal, the timeout, the exit status
-  std::string out, err;  // the plugin's stdout and stderr (at most capture_limit bytes each)
-};
-
-constexpr std::size_t capture_limit = 1 << 16;
-
-// Read what is there from a non-blocking descriptor; -1 on end of file.
-int drain(int fd, std::string& into) {
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = read(fd, buf, sizeof buf);
-    if (n > 0) {
-      if (into.size() < capture_limit) into.append(buf, std::min<std::size_t>(n, capture_limit - into.size()));
-      continue;
-    }
-    if (n == 0) return -1;
-    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
-  }
-}
-
-// Fork a child that opens the plugin and runs `body` on its table, with the report in `report`; wait at most
-// `timeout` seconds.  The child's stdin is /dev/null and its stdout and stderr go to pipes read here.
-ChildOutcome run_in_child(const std::string& where, const std::string& path, double timeout,
-                          const std::function<int(const lowbit_plugin&)>& body, ChildReport* report) {
-  ChildOutcome o;
-  int out_pipe[2], err_pipe[2];
-  if (pipe(out_pipe) != 0) throw std::runtime_error("the gate cannot create a pipe");
-  if (pipe(err_pipe) != 0) {
-    close(out_pipe[0]);
-    close(out_pipe[1]);
-    throw std::runtime_error("the gate cannot create a pipe");
-  }
-  // Whatever the caller buffered must not be written twice (by a child that calls exit()).
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) {
-    for (const int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
-    throw std::runtime_error("the gate cannot fork a child process");
-  }
-  if (pid == 0) {
-    setpgid(0, 0);
-    const int null_fd = open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) dup2(null_fd, 0);
-    dup2(out_pipe[1], 1);
-    dup2(err_pipe[1], 2);
-    for (const int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], null_fd})
-      if (fd > 2) close(fd);
-    // Nothing may leave this block but _exit: the child must never return into the caller's frames.
-    try {
-      const Opened opened = open_plugin(where, path);
-      if (!opened.refused.empty()) {
-        report->refused = 1;
-        copy_text(report->message, sizeof report->message, opened.refused.c_str());
-      } else {
-        report->rc = body(*opened.table);
-      }
-    } catch (const std::exception& e) {
-      report->thrown = 1;
-      copy_text(report->message, sizeof report->message, e.what());
-    } catch (...) {
-      report->thrown = 1;
-      copy_text(report->message, sizeof report->message, "(not a std::exception)");
-    }
-    report->done = ChildReport::done_mark;
-    _exit(0);
-  }
-  setpgid(pid, pid);  // also in the parent: no race with the child's own call
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  // The child's pidfd (Linux 5.3) becomes readable when it ends, so the wait below wakes at once; without
-  // one, the loop polls every millisecond.
-  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  pollfd fds[3] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}, {pidfd, POLLIN, 0}};
-  std::string* into[2] = {&o.out, &o.err};
-  for (int i = 0; i < 2; ++i) fcntl(fds[i].fd, F_SETFL, fcntl(fds[i].fd, F_GETFL) | O_NONBLOCK);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
-  int status = 0;
-  bool timed_out = false;
-  for (;;) {
-    // Ended, but not reaped (WNOWAIT): while the zombie is there its id, and so its process group's,
-    // cannot be reused, and the kill of the group below reaches only what the plugin started.
-    siginfo_t info{};
-    if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid) break;
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      kill(-pid, SIGKILL);
-      timed_out = true;
-      break;
-    }
-    poll(fds, 3, static_cast<int>(std::min<long long>(left.count(), pidfd >= 0 ? 1000 : 1)));
-    for (int i = 0; i < 2; ++i)
-      if (fds[i].fd >= 0 && drain(fds[i].fd, *into[i]) < 0) {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-      }
-  }
-  if (pidfd >= 0) close(pidfd);
-  kill(-pid, SIGKILL);  // whatever the plugin started in the child's process group
-  waitpid(pid, &status, 0);
-  for (int i = 0; i < 2; ++i)
-    if (fds[i].fd >= 0) {
-      drain(fds[i].fd, *into[i]);
-      close(fds[i].fd);
-    }
-  char text[200];
-  if (timed_out) {
-    o.failure = "hung";
-    std::snprintf(text, sizeof text, ": no return within %g s (--timeout), killed", timeout);
-    o.detail = text;
-  } else if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    const char* cause = sig == SIGSEGV || sig == SIGBUS
-                            ? ": an invalid memory access, or a write beyond an output buffer"
-                        : sig == SIGABRT ? ": abort(), or a failed assertion"
-                                         : "";
-    o.failure = "crashed";
-    std::snprintf(text, sizeof text, ": killed by signal %d (%s, %s%s)", sig, signal_name(sig), strsignal(sig), cause);
-    o.detail = text;
-  } else if (report->done != ChildReport::done_mark) {
-    o.failure = "exited";
-    std::snprintf(text, sizeof text, " with status %d before returning (exit() or _exit() in the plugin)",
-                  WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    o.detail = text;
-  } else if (report->thrown) {
-    o.failure = "threw a C++ exception";
-    o.detail = std::string(": ") + report->message;
-  }
-  return o;
-}
-
-// The state an isolated subject keeps: where the library is, the message of the last failed call.
-struct ChildPlugin {
-  std::string where, path;
-  double timeout = 60;
-  std::string last_error = "(no message)";
-  std::size_t output_notes = 0;  // calls whose plugin output was shown on stderr
-  int flags_written_last = 0;    // convert: the child's *flags_written
-
-  // One call of an entry point in a child: `body` calls it; returns the plugin's status, or
-  // LOWBIT_PLUGIN_ERROR with last_error saying what happened to the child.
-  int call(const std::string& what, const std::function<int(const lowbit_plugin&, ChildReport&)>& body) {
-    std::optional<GuardedBuffer> shared;
-    ChildOutcome o;
-    ChildReport* report = nullptr;
-    try {
-      shared.emplace(sizeof(ChildReport));
-      report = reinterpret_cast<ChildReport*>(shared->data());
-      o = run_in_child(
-          where, path, timeout, [&](const lowbit_plugin& t) { return body(t, *report); }, report);
-    } catch (const std::runtime_error& e) {  // no pipe, no fork, no memory: this call's error
-      last_error = std::string(e.what()) + " for " + what;
-      return LOWBIT_PLUGIN_ERROR;
-    }
-    const std::string output = o.out.empty() && o.err.empty() ? ""
-                                                              : " (plugin stdout: '" + output_tail(o.out, 200) +
-                                                                    "', stderr: '" + output_tail(o.err, 200) + "')";
-    if (!o.failure.empty()) {
-      last_error = o.failure + " during " + what + o.detail + output;
-      return LOWBIT_PLUGIN_ERROR;
-    }
-    if (report->refused) {
-      last_error = std::string("the plugin was refused in the child process: ") + report->message;
-      return LOWBIT_PLUGIN_ERROR;
-    }
-    // Output of a call that returned is shown apart from the report, on stderr, for the first few calls.
-    if (!output.empty() && output_notes++ < 5)
-      std::fprintf(stderr, "lowbit: gate: the plugin wrote during %s:%s\n", what.c_str(), output.c_str());
-    flags_written_last = report->flags_written;
-    if (report->rc == LOWBIT_PLUGIN_ERROR) last_error = report->message[0] ? report->message : "(no message)";
-    return report->rc;
-  }
-};
-
-void record_error(const lowbit_plugin& t, int rc, ChildReport& r) {
-  if (rc == LOWBIT_PLUGIN_ERROR && t.last_error) copy_text(r.message, sizeof r.message, t.last_error());
-}
-
-std::size_t element_width(const char* format) {
-  const Format* f = format ? find_format(format) : nullptr;
-  return f ? code_bytes(*f) : 8;
-}
-
-Subject child_subject(const std::string& where, const std::string& path, const LoadOptions& options) {
-  auto state = std::make_shared<ChildPlugin>();
-  state->where = where;
-  state->path = path;
-  state->timeout = options.timeout_seconds;
-  // A probe: load the library once in a child, read the table's name and entry points.
-  std::string name;
-  std::uint32_t entries = 0;
-  {
-    GuardedBuffer shared(sizeof(ChildReport));
-    auto* report = reinterpret_cast<ChildReport*>(shared.data());
-    const ChildOutcome o = run_in_child(
-        where, path, options.timeout_seconds,
-        [report](const lowbit_plugin& t) {
-          report->reading_name = 1;
-          copy_text(report->name, sizeof report->name, t.name ? t.name : "(unnamed)");
-          report->reading_name = 0;
-          report->entries = (t.convert ? 1u : 0u) | (t.quantize ? 2u : 0u) | (t.gemm ? 4u : 0u);
-          return 0;
-        },
-        report);
-    if (o.failure.empty() && report->refused) throw ArgumentError("plugin", report->message);
-    if (o.failure == "crashed" && report->reading_name)
-      throw ArgumentError("plugin", "'" + path + "' returns a table whose name pointer cannot be read" + o.detail);
-    if (!o.failure.empty()) {
-      // Every call fails with the reason: the suites report it, unit by unit, and the gate exits 1.
-      const std::string why =
-          o.failure + " while loading (in a library constructor or " + LOWBIT_PLUGIN_ENTRY_SYMBOL + ")" + o.detail;
-      Subject s;
-      s.name = "(not loaded)";
-      s.convert = [](const char*, const char*, const lowbit_policy*, const void*, std::uint64_t, void*, std::uint8_t*,
-                     int*) { return LOWBIT_PLUGIN_ERROR; };
-      s.quantize = s.gemm = [](const char*, const lowbit_array*, std::uint32_t, lowbit_array*, std::uint32_t) {
-        return LOWBIT_PLUGIN_ERROR;
-      };
-      s.last_error = [why] { return why; };
-      return s;
-    }
-    name = report->name;
-    entries = report->entries;
-  }
-  Subject s;
-  s.name = name;
-  if (entries & 1u)
-    s.convert = [state](const char* from, const char* to, const lowbit_policy* policy, const void* in, std::uint64_t n,
-                        void* out, std::uint8_t* flags, int* flags_written) {
-      const std::size_t wo = element_width(to);
-      GuardedBuffer out_buf(n * wo), flag_buf(n);
-      const int rc =
-          state->call(std::string("convert(") + from + " -> " + to + ")", [&](const lowbit_plugin& t, ChildReport& r) {
-            int written = 0;
-            const int code = t.convert(from, to, policy, in, n, out_buf.data(), flag_buf.data(), &written);
-            r.flags_written = written;
-            record_error(t, code, r);
-            return code;
-          });
-      if (rc == LOWBIT_PLUGIN_OK) {
-        std::memcpy(out, out_buf.data(), n * wo);
-        std::memcpy(flags, flag_buf.data(), n);
-      }
-      *flags_written = state->flags_written_last;
-      return rc;
-    };
-  auto tensor_entry = [&](int bit, const char* what) -> decltype(s.quantize) {
-    if (!(entries & (1u << bit))) return {};
-    return [state, bit, what](const char* recipe, const lowbit_array* in, std::uint32_t n_in, lowbit_array* out,
-                              std::uint32_t n_out) {
-      std::vector<std::unique_ptr<GuardedBuffer>> buffers;
-      std::vector<lowbit_array> outputs(out, out + n_out);
-      for (lowbit_array& a : outputs) {
-        buffers.push_back(std::make_unique<GuardedBuffer>(a.count * a.element_bytes));
-        a.data = buffers.back()->data();
-      }
-      const int rc = state->call(what, [&](const lowbit_plugin& t, ChildReport& r) {
-        const auto f = bit == 1 ? t.quantize : t.gemm;
-        const int code = f(recipe, in, n_in, outputs.data(), n_out);
-        record_error(t, code, r);
-        return code;
-      });
-      if (rc == LOWBIT_PLUGIN_OK)
-        for (std::uint32_t i = 0; i < n_out; ++i)
-          std::memcpy(out[i].data, buffers[i]->data(), out[i].count * out[i].element_bytes);
-      return rc;
-    };
-  };
-  s.quantize = tensor_entry(1, "quantize");
-  s.gemm = tensor_entry(2, "gemm");
-  s.last_error = [state] { return state->last_error; };
-  return s;
-}
+using detail::open_plugin;
+using detail::Opened;
 
 Subject in_process_subject(const std::string& where, const std::string& path) {
   const Opened opened = open_plugin(where, path);
@@ -625,7 +271,7 @@ Subject load_plugin(const std::string& path, const LoadOptions& options) {
   std::error_code ec;
   if (!fs::is_regular_file(where, ec)) throw ArgumentError("plugin", "'" + path + "' is not a file");
   if (options.isolation == Isolation::in_process) return in_process_subject(where, path);
-  return child_subject(where, path, options);
+  return detail::worker_subject(where, path, options);
 }
 
 V::SuiteReport run_suite(const Subject& subject, const V::Golden& g, std::size_t max_details) {

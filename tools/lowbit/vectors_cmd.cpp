@@ -1,4 +1,5 @@
 // `lowbit vectors list|generate`, `lowbit check` and `lowbit gate` (vectors/SPEC.md).
+#include <fcntl.h>
 #include <fnmatch.h>
 
 #include <algorithm>
@@ -37,6 +38,11 @@ struct VectorsOptions {
   double timeout = 60;      // gate: seconds per call of the plugin
   bool in_process = false;  // gate: call the plugin in this process (debugging)
 };
+
+// The report goes to stdout: a closed one is an error before anything runs, not a pass nobody sees.
+void require_stdout() {
+  if (fcntl(1, F_GETFD) == -1) throw InputError("stdout: closed, the report would be lost");
+}
 
 V::Requirements requirements(const VectorsOptions& o) {
   if (o.min_cases < 1) throw InputError("--min-cases: must be a positive integer");
@@ -98,6 +104,7 @@ std::size_t max_report(long long n) {
 }
 
 int run_check(const VectorsOptions& o) {
+  require_stdout();
   const std::size_t report_lines = max_report(o.max_report);
   const V::Requirements req = requirements(o);
   std::error_code ec;
@@ -175,7 +182,16 @@ int run_check(const VectorsOptions& o) {
 
 // ---- the gate --------------------------------------------------------------------------------------
 
+// This executable in its hidden worker mode (`lowbit gate-worker PLUGIN`, gate::worker_main).
+std::vector<std::string> worker_command() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw InputError("gate: cannot find this executable (/proc/self/exe) to start the worker: " + ec.message());
+  return {self.string(), "gate-worker"};
+}
+
 int run_gate(const VectorsOptions& o) {
+  require_stdout();
   const std::size_t report_lines = max_report(o.max_report);
   const V::Requirements req = requirements(o);
   if (!(o.timeout > 0) || o.timeout > 86400) throw InputError("--timeout: must be a number of seconds in (0, 86400]");
@@ -198,7 +214,8 @@ int run_gate(const VectorsOptions& o) {
   }
   check_required(req, names);
   const gate::Subject subject = gate::load_plugin(
-      o.plugin, {o.in_process ? gate::Isolation::in_process : gate::Isolation::child_process, o.timeout});
+      o.plugin,
+      {o.in_process ? gate::Isolation::in_process : gate::Isolation::child_process, o.timeout, worker_command()});
   if (o.json != "-") std::cout << "plugin: " << subject.name << " (" << o.plugin << ")\n";
   std::vector<V::SuiteReport> reports;
   V::GateShard part;  // with --shard: what this shard ran
@@ -295,6 +312,14 @@ void add_vectors(CLI::App& app) {
   auto* gate_shard = gate->add_option("--shard", o->shard,
                                       "Run only part I of N of each suite's files or cases (1 <= I <= N); needs --out");
   gate->add_option("--out", o->out, "With --shard: the folder for the shard's result (shard.json), for lowbit merge");
+  // The gate's worker process (gate::worker_main): started by the gate itself, not by users.
+  auto* worker = app.add_subcommand("gate-worker", "");
+  worker->group("");  // hidden from --help
+  worker->add_option("plugin", o->plugin)->required();
+  worker->callback([o] {
+    const int rc = gate::worker_main(o->plugin);
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
   gate->callback([o, gate_shard] {
     o->sharded = gate_shard->count() > 0;
     int rc = 0;
