@@ -1,7 +1,7 @@
 // A gate subject that misbehaves on purpose (conformance/vectors/test_gate.py): it forwards every
 // call to the planted-bug plugin (LOWBIT_PLANTED_PLUGIN, a real subject with known results) and, chosen by
 // LOWBIT_MISBEHAVE="WHAT:WHERE", does WHAT at WHERE instead:
-//   WHERE  convert   the one conversion f16 -> e5m2 (a single unit of convert-te and convert-ocp)
+//   WHERE  convert   the conversion f16 -> e5m2 (one unit of convert-te, two of convert-ocp)
 //          quantize  the one scheme case of element e5m2 on a 1x16 input (scheme-tensor's case-005)
 //          entry     in lowbit_plugin_entry
 //          ctor      in the library's constructor (while it loads)

@@ -1,7 +1,5 @@
 #include "lowbit/gate.hpp"
 
-#include "gate_plugin.hpp"
-
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -10,6 +8,7 @@
 #include <filesystem>
 #include <span>
 
+#include "gate_plugin.hpp"
 #include "lowbit/error.hpp"
 #include "lowbit/io.hpp"
 #include "lowbit/registry.hpp"

@@ -58,7 +58,7 @@ struct Reply {
   Message kind = Message::reply;
   int rc = 0;
   int flags_written = 0;
-  int thrown = 0;  // a C++ exception left the entry point; message is its what()
+  int thrown = 0;           // a C++ exception left the entry point; message is its what()
   char message[2048] = {};  // last_error() after LOWBIT_PLUGIN_ERROR
 };
 
@@ -72,11 +72,11 @@ struct ArrayDesc {
 struct CallHeader {
   Op op;
   std::uint32_t n_in, n_out;
-  std::uint64_t n;         // convert: the codes
-  std::uint64_t text[8];   // from, to, profile, rounding, overflow, subnormals, tininess; recipe
-  std::uint64_t in, out, flags;   // convert
-  std::uint64_t arrays;           // n_in + n_out ArrayDesc
-  std::uint64_t guards, n_guards; // offsets of the pages to make inaccessible
+  std::uint64_t n;                 // convert: the codes
+  std::uint64_t text[8];           // from, to, profile, rounding, overflow, subnormals, tininess; recipe
+  std::uint64_t in, out, flags;    // convert
+  std::uint64_t arrays;            // n_in + n_out ArrayDesc
+  std::uint64_t guards, n_guards;  // offsets of the pages to make inaccessible
 };
 
 void copy_text(char* to, std::size_t size, const char* from) { std::snprintf(to, size, "%s", from ? from : ""); }
@@ -199,8 +199,8 @@ int serve_call(const lowbit_plugin& t, int memfd) {
   try {
     if (h.op == Op::convert) {
       const lowbit_policy policy{text(2), text(3), text(4), text(5), text(6)};
-      reply.rc = t.convert(text(0), text(1), &policy, base + h.in, h.n, base + h.out, base + h.flags,
-                           &reply.flags_written);
+      reply.rc =
+          t.convert(text(0), text(1), &policy, base + h.in, h.n, base + h.out, base + h.flags, &reply.flags_written);
     } else {
       std::vector<lowbit_array> arrays;
       const auto* d = reinterpret_cast<const ArrayDesc*>(base + h.arrays);
@@ -208,8 +208,7 @@ int serve_call(const lowbit_plugin& t, int memfd) {
         arrays.push_back({reinterpret_cast<const char*>(base + d[i].name),
                           reinterpret_cast<const char*>(base + d[i].format),
                           reinterpret_cast<const char*>(base + d[i].dtype), d[i].element_bytes, d[i].rank,
-                          reinterpret_cast<const std::uint64_t*>(base + d[i].shape), d[i].count,
-                          base + d[i].data});
+                          reinterpret_cast<const std::uint64_t*>(base + d[i].shape), d[i].count, base + d[i].data});
       const auto entry = h.op == Op::quantize ? t.quantize : t.gemm;
       reply.rc = entry(text(7), arrays.data(), h.n_in, arrays.data() + h.n_in, h.n_out);
     }
@@ -305,9 +304,9 @@ bool drain(int fd, std::string& into) {
 
 // How a wait for the worker ended.
 struct Waited {
-  bool packet = false;      // a packet arrived (in the caller's buffer)
-  std::string failure;      // else: "crashed", "hung", "exited", ... what the plugin did
-  std::string detail;       // how: the signal, the timeout, the exit status
+  bool packet = false;  // a packet arrived (in the caller's buffer)
+  std::string failure;  // else: "crashed", "hung", "exited", ... what the plugin did
+  std::string detail;   // how: the signal, the timeout, the exit status
 };
 
 // A descriptor moved above 0, 1 and 2: a caller that closed its stdout must not find the worker's
@@ -459,11 +458,13 @@ class Worker {
       w.detail = "";
     } else if (info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED) {
       const int sig = info.si_status;
-      const char* cause = sig == SIGSEGV || sig == SIGBUS ? ": an invalid memory access, or a write beyond an output buffer"
-                          : sig == SIGABRT                 ? ": abort(), or a failed assertion"
-                                                           : "";
+      const char* cause = sig == SIGSEGV || sig == SIGBUS
+                              ? ": an invalid memory access, or a write beyond an output buffer"
+                          : sig == SIGABRT ? ": abort(), or a failed assertion"
+                                           : "";
       w.failure = "crashed";
-      std::snprintf(text, sizeof text, ": killed by signal %d (%s, %s%s)", sig, signal_name(sig), strsignal(sig), cause);
+      std::snprintf(text, sizeof text, ": killed by signal %d (%s, %s%s)", sig, signal_name(sig), strsignal(sig),
+                    cause);
       w.detail = text;
     } else {
       w.failure = "exited";
@@ -491,8 +492,8 @@ struct WorkerPlugin {
 
   std::string take_output() {
     if (!worker || (worker->out.empty() && worker->err.empty())) return "";
-    const std::string o = " (plugin stdout: '" + output_tail(worker->out, 200) + "', stderr: '" +
-                          output_tail(worker->err, 200) + "')";
+    const std::string o =
+        " (plugin stdout: '" + output_tail(worker->out, 200) + "', stderr: '" + output_tail(worker->err, 200) + "')";
     worker->out.clear();
     worker->err.clear();
     return o;
@@ -615,22 +616,20 @@ Subject worker_subject(const std::string& where, const std::string& path, const 
   std::string failure;
   try {
     failure = state->start(hello);
-  } catch (const std::runtime_error& e) {
-    failure = e.what();
-  }
+  } catch (const std::runtime_error& e) { failure = e.what(); }
   if (!failure.empty()) return failing_subject(failure + state->take_output());
   Subject s;
   s.name = hello.name;
   if (hello.entries & 1u)
-    s.convert = [state](const char* from, const char* to, const lowbit_policy* policy, const void* in,
-                        std::uint64_t n, void* out, std::uint8_t* flags, int* flags_written) {
+    s.convert = [state](const char* from, const char* to, const lowbit_policy* policy, const void* in, std::uint64_t n,
+                        void* out, std::uint8_t* flags, int* flags_written) {
       const std::size_t wi = element_width(from), wo = element_width(to);
       CallImage image;
       CallHeader h{};
       h.op = Op::convert;
       h.n = n;
-      const char* texts[7] = {from, to, policy->profile, policy->rounding, policy->overflow, policy->subnormals,
-                              policy->tininess};
+      const char* texts[7] = {
+          from, to, policy->profile, policy->rounding, policy->overflow, policy->subnormals, policy->tininess};
       for (int i = 0; i < 7; ++i) h.text[i] = image.put_text(texts[i]);
       h.text[7] = image.put_text("");
       h.in = image.put_bytes(in, n * wi);

@@ -10,8 +10,8 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
-#include "lowbit/io.hpp"
 #include "lowbit/gate.hpp"
+#include "lowbit/io.hpp"
 #include "lowbit/registry.hpp"
 #include "lowbit/vectors.hpp"
 #include "vectors_shard.hpp"
@@ -298,7 +298,7 @@ void add_vectors(CLI::App& app) {
 
   auto* gate = app.add_subcommand(
       "gate",
-      "Run golden suites through a subject library (include/lowbit/plugin.h), each call in a child process: "
+      "Run golden suites through a subject library (include/lowbit/plugin.h), called in a worker process: "
       "exit 0, 1 or 2 as check (2 also for a broken plugin table)");
   gate->add_option("--plugin", o->plugin, "The subject: a shared library exporting lowbit_plugin_entry")->required();
   gate->add_option("--suite", o->suites, "Suites to run (repeatable; default: every committed suite)");
