@@ -27,6 +27,10 @@ def run(*args, env=None):
     return p.returncode, p.stdout, p.stderr
 
 
+def manifest_cases(suite):
+    return json.loads((GOLDEN / suite / "manifest.json").read_text())["cases"]
+
+
 def suites():
     rc, out, err = run("vectors", "list")
     assert rc == 0, err
@@ -74,7 +78,7 @@ def test_committed_sets_are_intact():
     # Verifies every committed file against its manifest, then compares the set with itself.
     rc, out, err = run("check", "--vectors", GOLDEN, "--results", GOLDEN)
     assert rc == 0, out + err
-    assert "0 mismatches" in out.splitlines()[-1]
+    assert out.splitlines()[-1].startswith("all match: ") and "0 mismatching, 0 skipped, 0 in error" in out.splitlines()[-1]
 
 
 def test_seed_changes_only_the_random_cases(tmp_path):
@@ -296,8 +300,17 @@ def test_gate_reports_unimplemented_recipes_as_skipped():
     cases = len(json.loads((GOLDEN / "gemm-exact/manifest.json").read_text())["cases"])
     rc, out, err = run("gate", "--plugin", PLANTED, "--suite", "gemm-exact", "--suite", "convert-p3109")
     assert rc == 0, out + err
-    assert f"gemm-exact: 0 cases in 0 unit(s), {cases} skipped" in out
-    assert "convert-p3109:" in out and "0 mismatches  ok" in out
+    # gemm-exact compares nothing, but the run as a whole does (convert-p3109) and requires nothing more.
+    assert f"gemm-exact: 0 cases compared in 0 of {cases} units, 0 mismatching, {cases} skipped, 0 in error  nothing compared" in out
+    recipe = json.dumps(manifest_cases("gemm-exact")[0]["recipe"], separators=(",", ":"), sort_keys=True)
+    same = [c for c in manifest_cases("gemm-exact") if c["recipe"] == manifest_cases("gemm-exact")[0]["recipe"]]
+    assert f"  gemm-exact: the plugin's gemm declined recipe {recipe} ({len(same)} units: case-000 random-4x3x1, " in out
+    line = next(l for l in out.splitlines() if l.startswith("convert-p3109:"))
+    assert line.endswith("0 mismatching, 0 skipped, 0 in error  ok"), line
+    # Required, it fails the run, naming it.
+    rc, out, err = run("gate", "--plugin", PLANTED, "--suite", "gemm-exact", "--suite", "convert-p3109",
+                       "--require", "gemm-*")
+    assert rc == 1 and "why: required suite gemm-exact (--require gemm-*) compared nothing" in out, out + err
 
 
 SCHEMES = ["tensor", "delayed", "channel", "token", "block", "mx", "nvfp4", "nvfp4-2d", "nvfp4-1level"]
@@ -314,7 +327,7 @@ def test_gate_passes_every_scheme_suite_through_the_quantize_entry_point(tmp_pat
     for s in SCHEMES:
         cases = len(json.loads((GOLDEN / f"scheme-{s}/manifest.json").read_text())["cases"])
         line = next(l for l in out.splitlines() if l.startswith(f"scheme-{s}: "))
-        assert f" in {cases} unit(s), 0 mismatches  ok" in line and "skipped" not in line, line
+        assert line.endswith(f" compared in {cases} of {cases} units, 0 mismatching, 0 skipped, 0 in error  ok"), line
     xml = junitparser.JUnitXml.fromfile(str(tmp_path / "q.xml"))
     cases = [c for s in xml for c in s]
     assert cases and all(c.is_passed for c in cases)
@@ -360,7 +373,8 @@ def test_gate_passes_the_cuda_host_plugin_under_the_cuda_profile():
     rc, out, err = run("gate", "--plugin", CUDA, "--suite", "convert-cuda")
     assert rc == 0, out + err
     # The toolkit converts from f32 into 19 (target, rounding, saturation) combinations.
-    assert "convert-cuda: " in out and " in 19 unit(s)" in out and "0 mismatches  ok" in out
+    line = next(l for l in out.splitlines() if l.startswith("convert-cuda: "))
+    assert " compared in 19 of 207 units, 0 mismatching, 188 skipped, 0 in error  ok" in line, line
 
 
 def test_gate_bad_plugin_is_exit_2(tmp_path):
@@ -381,6 +395,8 @@ def test_only_selects_the_files_a_subject_implements(tmp_path):
     rc, out, _ = run("check", "--vectors", GOLDEN / "convert-te", "--results", results)
     assert rc == 1 and "missing" in out
     rc, out, _ = run("check", "--vectors", GOLDEN / "convert-te", "--results", results, "--only", f)
-    assert rc == 0 and "in 1 unit(s)" in out and "skipped" in out
+    assert rc == 0 and "in 1 of 49 units, 0 mismatching, 48 skipped, 0 in error  ok" in out, out
+    assert ("  convert-te: not selected by --only (48 units: bf16/rne-nosat-keep-after/e2m1.txt, "
+            "bf16/rne-nosat-keep-after/e4m3.txt, bf16/rne-nosat-keep-after/e5m2.txt, ...)") in out
     rc, out, _ = run("check", "--vectors", GOLDEN / "convert-te", "--results", results, "--only", "convert-te/e4m3/*/f32.txt")
     assert rc == 0, out

@@ -1,5 +1,5 @@
 /* lowbit/plugin.h - the C ABI a subject library implements so that `lowbit gate --plugin lib.so` can
- * run the golden suites through it in-process (vectors/SPEC.md, "The gate").
+ * run the golden suites through it (vectors/SPEC.md, "The gate").
  *
  * A plugin is a shared library that exports one function, lowbit_plugin_entry.  lowbit calls it with
  * the ABI version it speaks; the plugin returns a table of optional entry points (a NULL entry means
@@ -8,10 +8,18 @@
  * `lowbit profiles`), codes are little-endian integers of the format's storage width, and recipes are
  * the JSON objects of the suites' manifests.
  *
+ * The gate loads the library in a worker process of its own and makes the calls there, one at a time
+ * (`--in-process` calls it in the gate itself); whatever the plugin prints is captured apart from the
+ * report.  A crash, a hang past `--timeout`, exit(), a C++ exception, a write beyond an output buffer
+ * (each ends at an inaccessible page) or a status other than the three below is an error of the file or
+ * case being run, never a pass; the next call gets a new worker, which loads the library again.
+ *
  * Versioning: LOWBIT_PLUGIN_ABI_VERSION grows when this header changes incompatibly.  A plugin returns
  * a table whose abi_version equals the host's version, or NULL when it cannot serve that version; the
  * gate refuses a table with another version (exit 2).  Fields are only ever appended, and
- * `struct_size` lets either side tell which fields the other knows.
+ * `struct_size` lets either side tell which fields the other knows: the gate refuses (exit 2) a table
+ * whose struct_size is smaller than the table of its own version, or whose function pointers lie in no
+ * loaded library.
  */
 #ifndef LOWBIT_PLUGIN_H
 #define LOWBIT_PLUGIN_H

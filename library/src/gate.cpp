@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <span>
 
+#include "gate_plugin.hpp"
 #include "lowbit/error.hpp"
 #include "lowbit/io.hpp"
 #include "lowbit/registry.hpp"
@@ -22,6 +23,17 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 std::string error_of(const Subject& p) { return p.last_error ? p.last_error() : "(no message)"; }
+
+// A status no plugin returns: an exception that left an entry point in process.
+constexpr int thrown_status = -0x7477;
+
+// Why a call that neither succeeded nor declined has no result.
+std::string call_error(const Subject& p, const std::string& entry, int rc) {
+  if (rc == LOWBIT_PLUGIN_ERROR) return "the plugin's " + entry + " failed: " + error_of(p);
+  if (rc == thrown_status) return "the plugin's " + entry + " threw a C++ exception";
+  return "the plugin's " + entry + " returned " + std::to_string(rc) +
+         ", not a status of plugin.h (0 ok, 1 unsupported, 2 error)";
+}
 
 std::size_t code_bytes(const Format& f) {
   const int b = f.storage_bits();
@@ -39,7 +51,7 @@ void gate_convert(const Subject& p, const V::Golden& g, GateRun& run) {
   for (const json& e : g.manifest.at("files")) {
     const std::string path = e.at("path");
     if (!p.convert) {
-      run.skip[path] = "the plugin has no convert entry point";
+      run.skip[path] = "the plugin has no convert entry point (NULL in its table)";
       continue;
     }
     const std::string from_name = e.at("from"), to_name = e.at("to");
@@ -69,11 +81,12 @@ void gate_convert(const Subject& p, const V::Golden& g, GateRun& run) {
     const int rc = p.convert(from_name.c_str(), to_name.c_str(), &pol, in.data(), inputs.size(), out.data(),
                                     flags.data(), &flags_written);
     if (rc == LOWBIT_PLUGIN_UNSUPPORTED) {
-      run.skip[path] = "the plugin does not implement this conversion";
+      run.skip[path] = "the plugin declined " + from_name + " -> " + to_name + " (" + profile + " " + rounding + " " +
+                       overflow + " " + subnormals + " " + tininess + ")";
       continue;
     }
     if (rc != LOWBIT_PLUGIN_OK) {
-      run.errors[path] = path + ": the plugin's convert failed: " + error_of(p);
+      run.errors[path] = call_error(p, "convert", rc);
       continue;
     }
     std::string body;
@@ -96,7 +109,8 @@ void gate_tensors(const Subject& p, const V::Golden& g, GateRun& run, bool gemm)
     char id[32];
     std::snprintf(id, sizeof id, "case-%03lld", index);
     if (!entry) {
-      run.skip[id] = gemm ? "the plugin has no gemm entry point" : "the plugin has no quantize entry point";
+      run.skip[id] = gemm ? "the plugin has no gemm entry point (NULL in its table)"
+                          : "the plugin has no quantize entry point (NULL in its table)";
       continue;
     }
     struct Held {
@@ -132,12 +146,13 @@ void gate_tensors(const Subject& p, const V::Golden& g, GateRun& run, bool gemm)
     const int rc = entry(recipe.c_str(), in_arrays.data(), static_cast<std::uint32_t>(in_arrays.size()),
                          out_arrays.data(), static_cast<std::uint32_t>(out_arrays.size()));
     if (rc == LOWBIT_PLUGIN_UNSUPPORTED) {
-      run.skip[id] = "the plugin does not implement this recipe";
+      run.skip[id] = std::string("the plugin's ") + (gemm ? "gemm" : "quantize") + " declined recipe " + recipe;
       continue;
     }
+    const std::string failure = rc == LOWBIT_PLUGIN_OK ? "" : call_error(p, gemm ? "gemm" : "quantize", rc);
     for (Held& h : outs) {
       if (rc != LOWBIT_PLUGIN_OK) {
-        run.errors[h.path] = h.path + ": the plugin failed: " + error_of(p);
+        run.errors[h.path] = failure;
         continue;
       }
       const std::vector<std::uint8_t> bytes = io::encode_npy(h.npy.dtype, h.npy.shape, h.npy.bytes);
@@ -148,39 +163,96 @@ void gate_tensors(const Subject& p, const V::Golden& g, GateRun& run, bool gemm)
 
 }  // namespace
 
-Subject load_plugin(const std::string& path) {
-  // dlopen searches the library path for a bare name; a path with a slash is taken as it is.
-  const std::string where = path.find('/') == std::string::npos ? "./" + path : path;
-  std::error_code ec;
-  if (!fs::is_regular_file(where, ec)) throw ArgumentError("plugin", "'" + path + "' is not a file");
-  void* handle = dlopen(where.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) throw ArgumentError("plugin", "cannot load '" + path + "': " + dlerror());
-  // The handle closes when the last copy of the subject's entry points goes.
-  const std::shared_ptr<void> library(handle, [](void* h) { dlclose(h); });
-  void* sym = dlsym(handle, LOWBIT_PLUGIN_ENTRY_SYMBOL);
-  if (!sym) throw ArgumentError("plugin", "'" + path + "' does not export " LOWBIT_PLUGIN_ENTRY_SYMBOL);
+namespace {
+
+// ---- the plugin's table --------------------------------------------------------------------------------
+
+// Why a table returned by lowbit_plugin_entry cannot be used (plugin.h's versioning rule), or "".  A
+// function pointer must lie in a loaded library (dladdr): a table shorter than it claims, or one built
+// from garbage, is refused before anything is called through it.
+std::string table_problem(const lowbit_plugin* table) {
+  if (!table) return "cannot serve plugin ABI version " + std::to_string(LOWBIT_PLUGIN_ABI_VERSION);
+  if (table->abi_version != LOWBIT_PLUGIN_ABI_VERSION)
+    return "speaks plugin ABI version " + std::to_string(table->abi_version) + ", this lowbit " +
+           std::to_string(LOWBIT_PLUGIN_ABI_VERSION);
+  if (table->struct_size < sizeof(lowbit_plugin))
+    return "returns a table of struct_size " + std::to_string(table->struct_size) + " bytes; ABI version " +
+           std::to_string(LOWBIT_PLUGIN_ABI_VERSION) + " needs " + std::to_string(sizeof(lowbit_plugin));
+  const std::pair<const char*, const void*> entries[] = {
+      {"convert", reinterpret_cast<const void*>(table->convert)},
+      {"quantize", reinterpret_cast<const void*>(table->quantize)},
+      {"gemm", reinterpret_cast<const void*>(table->gemm)},
+      {"last_error", reinterpret_cast<const void*>(table->last_error)}};
+  for (const auto& entry : entries) {
+    Dl_info info;
+    if (entry.second && dladdr(entry.second, &info) == 0) {
+      char where[32];
+      std::snprintf(where, sizeof where, "%p", entry.second);
+      return std::string("returns a table whose ") + entry.first + " pointer " + where + " lies in no loaded library";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+namespace detail {
+
+Opened open_plugin(const std::string& where, const std::string& path) {
+  Opened o;
+  o.handle = dlopen(where.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!o.handle) {
+    const char* e = dlerror();
+    o.refused = "cannot load '" + path + "': " + (e ? e : "(no message)");
+    return o;
+  }
+  void* sym = dlsym(o.handle, LOWBIT_PLUGIN_ENTRY_SYMBOL);
+  if (!sym) {
+    o.refused = "'" + path + "' does not export " LOWBIT_PLUGIN_ENTRY_SYMBOL;
+    return o;
+  }
   lowbit_plugin_entry_fn entry;
   static_assert(sizeof entry == sizeof sym);
   std::memcpy(&entry, &sym, sizeof entry);
-  const lowbit_plugin* table = entry(LOWBIT_PLUGIN_ABI_VERSION);
-  if (!table)
-    throw ArgumentError("plugin", "'" + path + "' cannot serve plugin ABI version " +
-                                      std::to_string(LOWBIT_PLUGIN_ABI_VERSION));
-  if (table->abi_version != LOWBIT_PLUGIN_ABI_VERSION)
-    throw ArgumentError("plugin", "'" + path + "' speaks plugin ABI version " + std::to_string(table->abi_version) +
-                                      ", this lowbit " + std::to_string(LOWBIT_PLUGIN_ABI_VERSION));
+  o.table = entry(LOWBIT_PLUGIN_ABI_VERSION);
+  if (const std::string why = table_problem(o.table); !why.empty()) o.refused = "'" + path + "' " + why;
+  return o;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::open_plugin;
+using detail::Opened;
+
+Subject in_process_subject(const std::string& where, const std::string& path) {
+  const Opened opened = open_plugin(where, path);
+  if (!opened.refused.empty()) {
+    if (opened.handle) dlclose(opened.handle);
+    throw ArgumentError("plugin", opened.refused);
+  }
+  // The handle closes when the last copy of the subject's entry points goes.
+  const std::shared_ptr<void> library(opened.handle, [](void* h) { dlclose(h); });
+  const lowbit_plugin* table = opened.table;
   Subject s;
   s.name = table->name ? table->name : "(unnamed)";
   if (table->convert)
     s.convert = [library, f = table->convert](const char* from, const char* to, const lowbit_policy* policy,
-                                               const void* in, std::uint64_t n, void* out, std::uint8_t* flags,
-                                               int* flags_written) {
-      return f(from, to, policy, in, n, out, flags, flags_written);
+                                              const void* in, std::uint64_t n, void* out, std::uint8_t* flags,
+                                              int* flags_written) {
+      try {
+        return f(from, to, policy, in, n, out, flags, flags_written);
+      } catch (...) { return thrown_status; }
     };
   auto tensor_entry = [&](auto f) -> decltype(s.quantize) {
     if (!f) return {};
     return [library, f](const char* recipe, const lowbit_array* in, std::uint32_t n_in, lowbit_array* out,
-                        std::uint32_t n_out) { return f(recipe, in, n_in, out, n_out); };
+                        std::uint32_t n_out) {
+      try {
+        return f(recipe, in, n_in, out, n_out);
+      } catch (...) { return thrown_status; }
+    };
   };
   s.quantize = tensor_entry(table->quantize);
   s.gemm = tensor_entry(table->gemm);
@@ -189,6 +261,17 @@ Subject load_plugin(const std::string& path) {
     return e ? e : "(no message)";
   };
   return s;
+}
+
+}  // namespace
+
+Subject load_plugin(const std::string& path, const LoadOptions& options) {
+  // dlopen searches the library path for a bare name; a path with a slash is taken as it is.
+  const std::string where = path.find('/') == std::string::npos ? "./" + path : path;
+  std::error_code ec;
+  if (!fs::is_regular_file(where, ec)) throw ArgumentError("plugin", "'" + path + "' is not a file");
+  if (options.isolation == Isolation::in_process) return in_process_subject(where, path);
+  return detail::worker_subject(where, path, options);
 }
 
 V::SuiteReport run_suite(const Subject& subject, const V::Golden& g, std::size_t max_details) {

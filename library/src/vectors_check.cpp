@@ -1,16 +1,18 @@
 // Verifying golden suites and comparing a subject's results against them (vectors/SPEC.md "Checking").
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
-#include "lowbit/text.hpp"
 #include "lowbit/exact.hpp"
 #include "lowbit/io.hpp"
 #include "lowbit/registry.hpp"
-#include "lowbit/value.hpp"
 #include "lowbit/sha256.hpp"
+#include "lowbit/text.hpp"
+#include "lowbit/value.hpp"
 #include "lowbit/vectors.hpp"
 
 namespace lowbit::vectors {
@@ -100,38 +102,40 @@ void compare_scalar(const std::string& suite, const json& entry, const std::stri
   parse_scalar(golden_text, want);  // verified by its checksum: it parses
   u.cases = want.size();
   if (!results) {
-    u.problem = "results file " + results_error;
+    u.error = results_error;
     return;
   }
   std::vector<ScalarLine> got;
   if (const std::string e = parse_scalar(*results, got); !e.empty()) {
-    u.problem = "results file " + u.name + ": " + e;
+    u.error = "results file " + u.name + ": " + e;
+    return;
+  }
+  // A results file with another number of cases (truncated, or padded) cannot be compared line by line:
+  // an error of the unit, not a run of mismatches.
+  if (got.size() != want.size()) {
+    u.error = "results file " + u.name + " has " + std::to_string(got.size()) + " cases, the golden file " +
+              std::to_string(want.size());
     return;
   }
   const std::string from = entry.value("from", ""), to = entry.value("to", "");
-  const std::size_t n = std::min(want.size(), got.size());
-  bool other_input = false;
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t i = 0; i < want.size(); ++i) {
     const ScalarLine& w = want[i];
     const ScalarLine& g = got[i];
     const std::string where = suite + " " + u.name + " case " + std::to_string(i) + " (results line " +
                               std::to_string(g.line) + "): input " + code_and_value(from, w.input);
     if (g.input != w.input) {
-      if (!other_input) u.problem = "the results' inputs differ from the golden inputs (the subject ran on other data)";
-      other_input = true;
-      mismatch(u, max_details, where + ": the results line has input " + code_and_value(from, g.input));
-      continue;
+      u.error = "results line " + std::to_string(g.line) + " has input " + code_and_value(from, g.input) +
+                ", golden case " + std::to_string(i) + " " + code_and_value(from, w.input) +
+                ": the results' inputs differ from the golden inputs (the subject ran on other data)";
+      u.mismatches = 0;
+      u.details.clear();
+      return;
     }
     const bool flags_differ = g.has_flags && g.flags != w.flags;
     if (g.result != w.result || flags_differ)
       mismatch(u, max_details,
                where + ": expected " + code_and_value(to, w.result) + " flags " + hex(w.flags, 2) + ", actual " +
                    code_and_value(to, g.result) + (g.has_flags ? " flags " + hex(g.flags, 2) : ""));
-  }
-  if (got.size() != want.size()) {
-    u.problem = "results file " + u.name + " has " + std::to_string(got.size()) + " cases, the golden file " +
-                std::to_string(want.size());
-    if (got.size() < want.size()) u.mismatches += want.size() - got.size();
   }
 }
 
@@ -182,10 +186,8 @@ void compare_case(const std::string& suite, const json& files, std::uint64_t ind
       std::string perr;
       const std::optional<Npy> gi = parse_npy_text(g.files.at(path), path, perr);
       const std::optional<Npy> ri = parse_npy_text(*r, path, perr);
-      if (!ri || !gi || ri->a.bytes != gi->a.bytes || ri->a.shape != gi->a.shape) {
-        u.problem = "input " + path + " differs from the golden input (the subject ran on other data)";
-        ++u.mismatches;
-      }
+      if (!ri || !gi || ri->a.bytes != gi->a.bytes || ri->a.shape != gi->a.shape)
+        u.error = "input " + path + " differs from the golden input (the subject ran on other data)";
     }
   }
   for (const json& e : files) {
@@ -194,27 +196,28 @@ void compare_case(const std::string& suite, const json& files, std::uint64_t ind
     const std::string format = e.value("format", "");
     std::string err;
     const std::optional<Npy> want = parse_npy_text(g.files.at(path), path, err);
-    if (!want) continue;
+    if (!want) {
+      u.error = "golden file " + path + " unreadable: " + err;
+      continue;
+    }
     u.cases += want->a.elements();
     std::string rerr;
     const std::optional<std::string> r = results(path, rerr);
     if (!r) {
-      u.problem = "results file " + rerr;
-      u.mismatches += want->a.elements();
+      if (u.error.empty()) u.error = rerr;
       continue;
     }
     std::string perr;
     const std::optional<Npy> got = parse_npy_text(*r, path, perr);
     if (!got) {
-      u.problem = "results file unreadable: " + perr;
-      u.mismatches += want->a.elements();
+      if (u.error.empty()) u.error = "results file unreadable: " + perr;
       continue;
     }
     if (got->a.dtype != want->a.dtype || got->a.shape != want->a.shape) {
-      u.problem = "results file " + path + " holds " + std::string(*io::npy_descr(got->a.dtype)) + " " +
+      if (u.error.empty())
+        u.error = "results file " + path + " holds " + std::string(*io::npy_descr(got->a.dtype)) + " " +
                   shape_text(got->a.shape) + ", expected " + std::string(*io::npy_descr(want->a.dtype)) + " " +
                   shape_text(want->a.shape);
-      u.mismatches += want->a.elements();
       continue;
     }
     const std::size_t n = want->a.elements();
@@ -227,6 +230,11 @@ void compare_case(const std::string& suite, const json& files, std::uint64_t ind
       text += " expected " + code_and_value(format, w) + ", actual " + code_and_value(format, a);
       mismatch(u, max_details, text);
     }
+  }
+  // A unit in error is not compared: its mismatches (if any file of it compared) do not count.
+  if (!u.error.empty()) {
+    u.mismatches = 0;
+    u.details.clear();
   }
 }
 
@@ -246,21 +254,79 @@ std::string xml_escape(const std::string& s) {
   return o;
 }
 
+// What makes a checksum-consistent manifest a suite that can be compared: a known kind, files, roles the
+// checker knows, and for a tensor suite cases with distinct indices, each with an expected file.  A suite
+// failing these would compare nothing, or leave a case out, and still "pass".
+template <class Fail>
+void check_structure(const json& manifest, const Fail& fail) {
+  const std::string kind = manifest.value("kind", "");
+  if (kind != "convert" && kind != "scheme" && kind != "gemm") {
+    fail("manifest.json", "unknown kind '" + kind + "' (convert, scheme or gemm)");
+    return;
+  }
+  const json& files = manifest.at("files");
+  if (files.empty()) fail("manifest.json", "\"files\" is empty: the suite compares nothing");
+  std::set<std::string> paths;
+  for (const json& e : files) {
+    if (!e.is_object() || !e.contains("role")) continue;
+    const std::string path = e.value("path", ""), role = e.at("role");
+    if (!paths.insert(path).second) fail("manifest.json", "file '" + path + "' is listed twice");
+    if (role != "input" && role != "expected")
+      fail("manifest.json", "file '" + path + "' has unknown role '" + role + "' (input or expected)");
+    else if (kind == "convert" && role != "expected")
+      fail("manifest.json",
+           "file '" + path + "' of a convert suite has role '" + role + "' (scalar files are expected)");
+  }
+  if (kind == "convert") return;
+  const json cases = manifest.value("cases", json::array());
+  if (cases.empty()) fail("manifest.json", "\"cases\" is empty or missing: the suite compares nothing");
+  std::set<long long> indices, with_expected;
+  for (const json& c : cases) {
+    const long long index = c.value("index", -1LL);
+    if (index < 0) fail("manifest.json", "a case lacks a non-negative \"index\"");
+    else if (!indices.insert(index).second)
+      fail("manifest.json",
+           "case index " + std::to_string(index) + " is listed twice (one case would never be compared)");
+  }
+  for (const json& e : files) {
+    if (!e.is_object()) continue;
+    const json* c = e.contains("case") ? &e.at("case") : nullptr;
+    const std::string path = e.value("path", "");
+    if (!c || !c->is_number_integer() || !indices.count(c->get<long long>())) {
+      fail("manifest.json", "file '" + path + "' belongs to no listed case");
+      continue;
+    }
+    if (e.value("role", "") == "expected") with_expected.insert(c->get<long long>());
+  }
+  for (const long long i : indices)
+    if (!with_expected.count(i)) fail("manifest.json", "case " + std::to_string(i) + " has no expected file");
+}
+
 }  // namespace
 
 std::uint64_t SuiteReport::cases() const {
   std::uint64_t n = 0;
-  for (const Unit& u : units) n += u.cases;
+  for (const Unit& u : units) n += u.compared() ? u.cases : 0;
   return n;
 }
 std::uint64_t SuiteReport::mismatches() const {
   std::uint64_t n = 0;
-  for (const Unit& u : units) n += u.mismatches + (u.mismatches == 0 && !u.problem.empty() ? 1 : 0);
+  for (const Unit& u : units) n += u.compared() ? u.mismatches : 0;
+  return n;
+}
+std::uint64_t SuiteReport::errors() const {
+  std::uint64_t n = 0;
+  for (const Unit& u : units) n += !u.skipped && !u.error.empty() ? 1 : 0;
   return n;
 }
 std::uint64_t SuiteReport::skipped() const {
   std::uint64_t n = 0;
   for (const Unit& u : units) n += u.skipped ? 1 : 0;
+  return n;
+}
+std::uint64_t SuiteReport::compared() const {
+  std::uint64_t n = 0;
+  for (const Unit& u : units) n += u.compared() ? 1 : 0;
   return n;
 }
 
@@ -348,6 +414,7 @@ std::optional<Golden> load_golden(const Reader& read, const std::string& where, 
     }
     g.files[path] = *bytes;
   }
+  if (damage.size() == before) check_structure(g.manifest, fail);
   if (damage.size() != before) return std::nullopt;
   return g;
 }
@@ -403,64 +470,158 @@ SuiteReport compare(const Golden& g, const Reader& results, const std::map<std::
   return rep;
 }
 
-void print_reports(const std::vector<SuiteReport>& reports, std::size_t max_report) {
-  std::uint64_t cases = 0, bad = 0;
-  for (const SuiteReport& r : reports) {
-    std::uint64_t run = 0;
-    for (const Unit& u : r.units) run += u.skipped ? 0 : 1;
-    const std::uint64_t m = r.mismatches();
-    std::cout << r.name << ": " << r.cases() << " cases in " << run << " unit(s)";
-    if (r.skipped()) std::cout << ", " << r.skipped() << " skipped";
-    std::cout << ", " << m << " mismatch" << (m == 1 ? "" : "es") << (m ? "  FAILED" : "  ok") << "\n";
-    cases += r.cases();
-    bad += m;
+namespace {
+
+std::string plural(std::uint64_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+bool glob_match(const std::string& pattern, const std::string& name) {
+  return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+}
+
+struct Totals {
+  std::uint64_t units = 0, compared = 0, skipped = 0, errors = 0, cases = 0, mismatches = 0;
+  explicit Totals(const std::vector<SuiteReport>& reports) {
+    for (const SuiteReport& r : reports) {
+      units += r.units.size();
+      compared += r.compared();
+      skipped += r.skipped();
+      errors += r.errors();
+      cases += r.cases();
+      mismatches += r.mismatches();
+    }
   }
-  std::size_t shown = 0, total_details = 0;
+};
+
+std::string suite_status(const SuiteReport& r) {
+  return r.mismatches() || r.errors() ? "FAILED" : r.cases() == 0 ? "nothing compared" : "ok";
+}
+
+// A listing of at most `max` lines, then how many were left out.
+struct Listing {
+  std::size_t max, shown = 0, total = 0;
+  void line(const std::string& text) {
+    ++total;
+    if (shown < max) {
+      std::cout << "  " << text << "\n";
+      ++shown;
+    }
+  }
+  void close(const std::string& what) const {
+    if (total > shown)
+      std::cout << "  (" << shown << " of " << total << " " << what << " shown; --max-report N shows more)\n";
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> unmatched_requirements(const Requirements& req, const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const std::string& pattern : req.require)
+    if (std::none_of(names.begin(), names.end(), [&](const std::string& n) { return glob_match(pattern, n); }))
+      out.push_back(pattern);
+  return out;
+}
+
+std::vector<std::string> verdict(const std::vector<SuiteReport>& reports, const Requirements& req) {
+  std::vector<std::string> why;
+  const Totals t(reports);
+  if (t.errors) why.push_back(plural(t.errors, "unit", "units") + " in error");
+  if (t.mismatches) why.push_back(plural(t.mismatches, "mismatching case", "mismatching cases"));
+  if (t.cases == 0)
+    why.push_back("nothing was compared: every unit of " + plural(reports.size(), "suite", "suites") +
+                  " was skipped or in error");
+  else if (t.cases < req.min_cases)
+    why.push_back(plural(t.cases, "case", "cases") + " compared, fewer than --min-cases " +
+                  std::to_string(req.min_cases));
+  for (const std::string& pattern : req.require)
+    for (const SuiteReport& r : reports)
+      if (glob_match(pattern, r.name) && r.cases() == 0)
+        why.push_back("required suite " + r.name + " (--require " + pattern +
+                      ") compared nothing: " + plural(r.skipped(), "unit", "units") + " skipped, " +
+                      plural(r.errors(), "unit", "units") + " in error");
+  return why;
+}
+
+void print_reports(const std::vector<SuiteReport>& reports, std::size_t max_report, const Requirements& req) {
+  for (const SuiteReport& r : reports) {
+    std::cout << r.name << ": " << plural(r.cases(), "case", "cases") << " compared in " << r.compared() << " of "
+              << plural(r.units.size(), "unit", "units") << ", " << r.mismatches() << " mismatching, " << r.skipped()
+              << " skipped, " << r.errors() << " in error  " << suite_status(r) << "\n";
+  }
+  Listing errors{max_report}, skips{max_report}, lines{max_report};
+  for (const SuiteReport& r : reports)
+    for (const Unit& u : r.units)
+      if (!u.skipped && !u.error.empty()) {
+        if (errors.total == 0) std::cout << "errors:\n";
+        errors.line(r.name + " " + u.name + ": " + u.error);
+      }
+  errors.close("errors");
+  // Skips by suite and reason (which recipe or conversion the subject declined, what --only left out),
+  // with the first units of each.
+  for (const SuiteReport& r : reports) {
+    std::vector<std::pair<std::string, std::vector<const Unit*>>> groups;
+    for (const Unit& u : r.units) {
+      if (!u.skipped) continue;
+      auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& e) { return e.first == u.skip_reason; });
+      if (g == groups.end()) g = groups.insert(groups.end(), {u.skip_reason, {}});
+      g->second.push_back(&u);
+    }
+    for (const auto& g : groups) {
+      if (skips.total == 0) std::cout << "skipped:\n";
+      std::string names;
+      for (std::size_t i = 0; i < g.second.size() && i < 3; ++i) names += (i ? ", " : "") + g.second[i]->name;
+      if (g.second.size() > 3) names += ", ...";
+      skips.line(r.name + ": " + g.first + " (" + plural(g.second.size(), "unit", "units") + ": " + names + ")");
+    }
+  }
+  skips.close("skip reasons");
   for (const SuiteReport& r : reports)
     for (const Unit& u : r.units) {
-      if (!u.problem.empty()) std::cout << "  " << r.name << " " << u.name << ": " << u.problem << "\n";
-      for (const std::string& d : u.details) {
-        ++total_details;
-        if (shown < max_report) {
-          std::cout << "  " << d << "\n";
-          ++shown;
-        }
+      if (!u.compared()) continue;
+      for (std::size_t i = 0; i < u.mismatches; ++i) {
+        if (lines.total == 0) std::cout << "mismatches:\n";
+        if (i < u.details.size()) lines.line(u.details[i]);
+        else ++lines.total;  // a mismatch whose line was not kept
       }
     }
-  if (total_details > shown || bad > total_details)
-    std::cout << "  (" << shown << " mismatch line(s) shown; --max-report N shows more)\n";
-  std::cout << (bad ? "mismatches: " : "all match: ") << reports.size() << " suite(s), " << cases << " cases, " << bad
-            << " mismatch" << (bad == 1 ? "" : "es") << "\n";
+  lines.close("mismatch lines");
+  const Totals t(reports);
+  const std::vector<std::string> why = verdict(reports, req);
+  std::cout << (why.empty() ? "all match: " : "FAILED: ") << plural(reports.size(), "suite", "suites") << ", "
+            << plural(t.cases, "case", "cases") << " compared in " << t.compared << " of "
+            << plural(t.units, "unit", "units") << ", " << t.mismatches << " mismatching, " << t.skipped << " skipped, "
+            << t.errors << " in error\n";
+  for (const std::string& w : why) std::cout << "  why: " << w << "\n";
 }
 
 std::string junit_xml(const std::vector<SuiteReport>& reports, const std::string& name) {
-  std::uint64_t tests = 0, failures = 0, skipped = 0;
-  for (const SuiteReport& r : reports)
-    for (const Unit& u : r.units) {
-      ++tests;
-      if (u.skipped) ++skipped;
-      else if (u.mismatches || !u.problem.empty()) ++failures;
-    }
+  const Totals all(reports);
+  const std::uint64_t failures = [&] {
+    std::uint64_t n = 0;
+    for (const SuiteReport& r : reports)
+      for (const Unit& u : r.units) n += u.compared() && u.mismatches ? 1 : 0;
+    return n;
+  }();
   std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  x += "<testsuites name=\"" + xml_escape(name) + "\" tests=\"" + std::to_string(tests) + "\" failures=\"" +
-       std::to_string(failures) + "\" errors=\"0\" skipped=\"" + std::to_string(skipped) + "\">\n";
+  x += "<testsuites name=\"" + xml_escape(name) + "\" tests=\"" + std::to_string(all.units) + "\" failures=\"" +
+       std::to_string(failures) + "\" errors=\"" + std::to_string(all.errors) + "\" skipped=\"" +
+       std::to_string(all.skipped) + "\">\n";
   for (const SuiteReport& r : reports) {
-    std::uint64_t t = 0, f = 0, s = 0;
-    for (const Unit& u : r.units) {
-      ++t;
-      if (u.skipped) ++s;
-      else if (u.mismatches || !u.problem.empty()) ++f;
-    }
-    x += "  <testsuite name=\"" + xml_escape(r.name) + "\" tests=\"" + std::to_string(t) + "\" failures=\"" +
-         std::to_string(f) + "\" errors=\"0\" skipped=\"" + std::to_string(s) + "\">\n";
+    std::uint64_t f = 0;
+    for (const Unit& u : r.units) f += u.compared() && u.mismatches ? 1 : 0;
+    x += "  <testsuite name=\"" + xml_escape(r.name) + "\" tests=\"" + std::to_string(r.units.size()) +
+         "\" failures=\"" + std::to_string(f) + "\" errors=\"" + std::to_string(r.errors()) + "\" skipped=\"" +
+         std::to_string(r.skipped()) + "\">\n";
     for (const Unit& u : r.units) {
       x += "    <testcase classname=\"" + xml_escape(r.name) + "\" name=\"" + xml_escape(u.name) + "\"";
       if (u.skipped) {
         x += ">\n      <skipped message=\"" + xml_escape(u.skip_reason) + "\"/>\n    </testcase>\n";
-      } else if (u.mismatches || !u.problem.empty()) {
-        std::string msg = u.problem.empty() ? std::to_string(u.mismatches) + " of " + std::to_string(u.cases) +
-                                                  " cases differ"
-                                            : u.problem;
+      } else if (!u.error.empty()) {
+        x += ">\n      <error message=\"" + xml_escape(u.error) + "\" type=\"error\"/>\n    </testcase>\n";
+      } else if (u.mismatches) {
+        const std::string msg = std::to_string(u.mismatches) + " of " + std::to_string(u.cases) + " cases differ";
         std::string body;
         for (const std::string& d : u.details) body += d + "\n";
         x += ">\n      <failure message=\"" + xml_escape(msg) + "\" type=\"mismatch\">" + xml_escape(body) +
@@ -475,19 +636,68 @@ std::string junit_xml(const std::vector<SuiteReport>& reports, const std::string
   return x;
 }
 
+nlohmann::ordered_json report_json(const std::vector<SuiteReport>& reports, const std::string& command,
+                                   const std::string& subject, std::size_t max_report, const Requirements& req) {
+  using ojson = nlohmann::ordered_json;
+  auto counts = [](ojson& j, std::uint64_t units, std::uint64_t compared, std::uint64_t skipped, std::uint64_t errors,
+                   std::uint64_t cases, std::uint64_t mismatches) {
+    j["units"] = units;
+    j["units_compared"] = compared;
+    j["units_skipped"] = skipped;
+    j["units_in_error"] = errors;
+    j["cases_compared"] = cases;
+    j["mismatching_cases"] = mismatches;
+  };
+  const std::vector<std::string> why = verdict(reports, req);
+  ojson out;
+  out["schema"] = 1;
+  out["command"] = command;
+  out["subject"] = subject.empty() ? ojson() : ojson(subject);
+  out["passed"] = why.empty();
+  out["failures"] = why;
+  out["max_report"] = max_report;
+  const Totals t(reports);
+  ojson totals = ojson::object();
+  totals["suites"] = reports.size();
+  counts(totals, t.units, t.compared, t.skipped, t.errors, t.cases, t.mismatches);
+  out["totals"] = totals;
+  ojson suites = ojson::array();
+  for (const SuiteReport& r : reports) {
+    ojson s;
+    s["suite"] = r.name;
+    s["status"] = suite_status(r);
+    counts(s, r.units.size(), r.compared(), r.skipped(), r.errors(), r.cases(), r.mismatches());
+    ojson errors = ojson::array(), skipped = ojson::array(), first = ojson::array();
+    for (const Unit& u : r.units) {
+      if (u.skipped && skipped.size() < max_report) skipped.push_back({{"unit", u.name}, {"reason", u.skip_reason}});
+      if (!u.skipped && !u.error.empty() && errors.size() < max_report)
+        errors.push_back({{"unit", u.name}, {"error", u.error}});
+      if (u.compared())
+        for (const std::string& d : u.details)
+          if (first.size() < max_report) first.push_back({{"unit", u.name}, {"text", d}});
+    }
+    s["errors"] = errors;
+    s["skipped"] = skipped;
+    s["first_mismatches"] = first;
+    suites.push_back(s);
+  }
+  out["suites"] = suites;
+  return out;
+}
+
 Reader folder_reader(const std::string& dir) {
   return [dir](const std::string& path, std::string& error) -> std::optional<std::string> {
     const std::filesystem::path p = std::filesystem::path(dir) / path;
     std::error_code ec;
     if (!std::filesystem::is_regular_file(p, ec)) {
-      error = p.string() + ": missing";
+      error = "results file " + p.string() + ": missing";
       return std::nullopt;
     }
     std::ifstream in(p, std::ios::binary);
     std::ostringstream ss;
     ss << in.rdbuf();
     if (!in) {
-      error = p.string() + ": unreadable";
+      error = "results file " + p.string() + ": unreadable";
       return std::nullopt;
     }
     return ss.str();

@@ -8,7 +8,7 @@
 //   conform  DIR/conformance.json, conformance.md, junit.xml: the unsharded run's, byte for byte except the
 //            timings (the earliest start; each check's seconds and the total are the shards' sums)
 //   vectors  DIR as the suite folder `lowbit vectors generate` writes, byte for byte
-//   gate     the gate's report on stdout and DIR/junit.xml, byte for byte
+//   gate     the gate's report on stdout, DIR/junit.xml and DIR/gate.json (the --json report), byte for byte
 //   device   DIR/device-fleet.json and device-fleet.md: every GPU of every task with its own results
 // Exit status: that of the run it reproduces (0, or 1 for mismatches / failed device tests); 1, with
 // nothing written, for a missing, duplicated, foreign or damaged shard; 2 for unreadable input or a
@@ -76,14 +76,15 @@ int merge_gate(const std::vector<LoadedShard>& shards, const std::string& out, s
   if (!m) return -1;
   create_out(out);
   write_all((fs::path(out) / "junit.xml").string(), V::junit_xml(m->reports, "lowbit gate"), "--out");
+  write_all((fs::path(out) / "gate.json").string(),
+            V::report_json(m->reports, "gate", m->plugin_name, m->max_report, m->req).dump(2) + "\n", "--out");
   // The unsharded gate's stdout, line for line.
   std::cout << "plugin: " << m->plugin_name << " (" << m->plugin_path << ")\n";
-  V::print_reports(m->reports, m->max_report);
+  V::print_reports(m->reports, m->max_report, m->req);
   std::cout.flush();
-  std::cerr << "lowbit: merge: JUnit written to " << (fs::path(out) / "junit.xml").string() << "\n";
-  for (const V::SuiteReport& r : m->reports)
-    if (r.mismatches()) return 1;
-  return 0;
+  std::cerr << "lowbit: merge: JUnit and JSON written to " << (fs::path(out) / "junit.xml").string() << " and "
+            << (fs::path(out) / "gate.json").string() << "\n";
+  return V::verdict(m->reports, m->req).empty() ? 0 : 1;
 }
 
 // ---- device-check shards ---------------------------------------------------------------------------------

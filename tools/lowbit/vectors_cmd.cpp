@@ -1,4 +1,5 @@
 // `lowbit vectors list|generate`, `lowbit check` and `lowbit gate` (vectors/SPEC.md).
+#include <fcntl.h>
 #include <fnmatch.h>
 
 #include <algorithm>
@@ -9,8 +10,8 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
-#include "lowbit/io.hpp"
 #include "lowbit/gate.hpp"
+#include "lowbit/io.hpp"
 #include "lowbit/registry.hpp"
 #include "lowbit/vectors.hpp"
 #include "vectors_shard.hpp"
@@ -31,7 +32,41 @@ struct VectorsOptions {
   long long max_report = 10;
   std::string shard;     // generate, gate: "I/N" (vectors_shard.hpp)
   bool sharded = false;  // --shard was given
+  std::string json;      // check, gate: the JSON report's file ("-": stdout, instead of the text report)
+  std::vector<std::string> require;  // check, gate: suite globs that must compare a case
+  long long min_cases = 1;
+  double timeout = 60;      // gate: seconds per call of the plugin
+  bool in_process = false;  // gate: call the plugin in this process (debugging)
 };
+
+// The report goes to stdout: a closed one is an error before anything runs, not a pass nobody sees.
+void require_stdout() {
+  if (fcntl(1, F_GETFD) == -1) throw InputError("stdout: closed, the report would be lost");
+}
+
+V::Requirements requirements(const VectorsOptions& o) {
+  if (o.min_cases < 1) throw InputError("--min-cases: must be a positive integer");
+  return {o.require, static_cast<std::uint64_t>(o.min_cases)};
+}
+
+// Every --require glob must name a suite of the run: a misspelt one would require nothing.
+void check_required(const V::Requirements& req, const std::vector<std::string>& names) {
+  const std::vector<std::string> unmatched = V::unmatched_requirements(req, names);
+  if (!unmatched.empty()) throw InputError("--require: '" + unmatched.front() + "' matches no suite of this run");
+}
+
+// The text report on stdout (unless the JSON report goes there), JUnit and JSON files; the exit status.
+int report(const VectorsOptions& o, const std::vector<V::SuiteReport>& reports, const std::string& command,
+           const std::string& subject, std::size_t report_lines, const V::Requirements& req) {
+  if (o.json != "-") V::print_reports(reports, report_lines, req);
+  if (!o.junit.empty()) write_all(o.junit, V::junit_xml(reports, "lowbit " + command), "--junit");
+  if (!o.json.empty())
+    write_all(o.json, V::report_json(reports, command, subject, report_lines, req).dump(2) + "\n", "--json");
+  std::cout.flush();
+  // A report that did not reach stdout (a closed or full descriptor) is no pass.
+  if (!std::cout || std::ferror(stdout)) throw InputError("stdout: the report could not be written");
+  return V::verdict(reports, req).empty() ? 0 : 1;
+}
 
 std::uint64_t checked_seed(long long seed) {
   if (seed < 0) throw InputError("--seed: must be a non-negative integer");
@@ -68,12 +103,10 @@ std::size_t max_report(long long n) {
   return static_cast<std::size_t>(n);
 }
 
-void write_junit(const std::string& path, const std::vector<V::SuiteReport>& reports, const std::string& name) {
-  if (!path.empty()) write_all(path, V::junit_xml(reports, name), "--junit");
-}
-
 int run_check(const VectorsOptions& o) {
+  require_stdout();
   const std::size_t report_lines = max_report(o.max_report);
+  const V::Requirements req = requirements(o);
   std::error_code ec;
   if (!fs::is_directory(o.vectors, ec)) throw InputError("--vectors: '" + o.vectors + "' is not a folder");
   if (!fs::is_directory(o.results, ec)) throw InputError("--results: '" + o.results + "' is not a folder");
@@ -104,6 +137,11 @@ int run_check(const VectorsOptions& o) {
     std::cout.flush();
     for (const std::string& d : damage) std::cerr << "lowbit: golden set damaged: " << d << "\n";
     return 2;
+  }
+  {
+    std::vector<std::string> suite_names;
+    for (const V::Golden& g : golden) suite_names.push_back(g.name);
+    check_required(req, suite_names);
   }
   std::vector<V::SuiteReport> reports;
   for (std::size_t i = 0; i < golden.size(); ++i) {
@@ -139,17 +177,24 @@ int run_check(const VectorsOptions& o) {
       return 2;
     }
   }
-  V::print_reports(reports, report_lines);
-  write_junit(o.junit, reports, "lowbit check");
-  for (const V::SuiteReport& r : reports)
-    if (r.mismatches()) return 1;
-  return 0;
+  return report(o, reports, "check", "", report_lines, req);
 }
 
 // ---- the gate --------------------------------------------------------------------------------------
 
+// This executable in its hidden worker mode (`lowbit gate-worker PLUGIN`, gate::worker_main).
+std::vector<std::string> worker_command() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw InputError("gate: cannot find this executable (/proc/self/exe) to start the worker: " + ec.message());
+  return {self.string(), "gate-worker"};
+}
+
 int run_gate(const VectorsOptions& o) {
+  require_stdout();
   const std::size_t report_lines = max_report(o.max_report);
+  const V::Requirements req = requirements(o);
+  if (!(o.timeout > 0) || o.timeout > 86400) throw InputError("--timeout: must be a number of seconds in (0, 86400]");
   const std::uint64_t seed = checked_seed(o.seed);
   std::optional<checks::Shard> shard;
   if (o.sharded) shard = V::shard_option(o.shard);
@@ -167,8 +212,11 @@ int run_gate(const VectorsOptions& o) {
       throw InputError(e.what());
     }
   }
-  const gate::Subject subject = gate::load_plugin(o.plugin);
-  std::cout << "plugin: " << subject.name << " (" << o.plugin << ")\n";
+  check_required(req, names);
+  const gate::Subject subject = gate::load_plugin(
+      o.plugin,
+      {o.in_process ? gate::Isolation::in_process : gate::Isolation::child_process, o.timeout, worker_command()});
+  if (o.json != "-") std::cout << "plugin: " << subject.name << " (" << o.plugin << ")\n";
   std::vector<V::SuiteReport> reports;
   V::GateShard part;  // with --shard: what this shard ran
   for (const V::Suite& s : generated) {
@@ -180,25 +228,37 @@ int run_gate(const VectorsOptions& o) {
     }
     reports.push_back(gate::run_suite(subject, g, std::max<std::size_t>(report_lines, 1)));
   }
-  V::print_reports(reports, report_lines);
-  write_junit(o.junit, reports, "lowbit gate");
+  const int rc = report(o, reports, "gate", subject.name, report_lines, req);
   if (shard) {
     part.suites = names;
     part.seed = seed;
     part.max_report = report_lines;
     part.plugin = V::plugin_identity(o.plugin, subject.name);
     part.reports = reports;
+    part.req = req;
     std::error_code ec;
     fs::create_directories(o.out, ec);
     if (ec || !fs::is_directory(o.out)) throw InputError("--out: cannot create folder '" + o.out + "'");
     try {
       checks::write_shard(o.out, V::gate_shard_doc(*shard, part));
     } catch (const std::runtime_error& e) { throw InputError(std::string("--out: ") + e.what()); }
-    std::cout << "shard " << checks::shard_text(*shard) << " written to " << o.out << " (join with lowbit merge)\n";
+    (o.json == "-" ? std::cerr : std::cout)
+        << "shard " << checks::shard_text(*shard) << " written to " << o.out << " (join with lowbit merge)\n";
   }
-  for (const V::SuiteReport& r : reports)
-    if (r.mismatches()) return 1;
-  return 0;
+  return rc;
+}
+
+// The options check and gate share: JSON, requirements.
+void add_report_options(CLI::App* c, const std::shared_ptr<VectorsOptions>& o) {
+  c->add_option("--junit", o->junit, "Write JUnit XML here");
+  c->add_option("--json", o->json,
+                "Write the JSON report (vectors/SPEC.md) here; '-': to stdout, instead of the text report");
+  c->add_option("--max-report", o->max_report,
+                "Lines of each listing (errors, skips, mismatches) to print (default 10)");
+  c->add_option("--require", o->require,
+                "Each suite matching this glob must compare at least one case (repeatable; a glob matching no "
+                "suite is an error)");
+  c->add_option("--min-cases", o->min_cases, "Fail unless at least N cases are compared over all suites (default 1)");
 }
 
 }  // namespace
@@ -221,12 +281,12 @@ void add_vectors(CLI::App& app) {
   });
 
   auto* check = app.add_subcommand(
-      "check", "Compare a subject's results with golden vectors: exit 0 all match, 1 mismatches, 2 damaged golden "
-               "set or bad arguments");
+      "check",
+      "Compare a subject's results with golden vectors: exit 0 cases compared and all match, 1 mismatches, "
+      "errors or nothing compared, 2 damaged golden set or bad arguments");
   check->add_option("--vectors", o->vectors, "A golden suite folder, or a folder of suite folders")->required();
   check->add_option("--results", o->results, "The subject's results, in the golden layout")->required();
-  check->add_option("--junit", o->junit, "Write JUnit XML here");
-  check->add_option("--max-report", o->max_report, "Mismatch lines to print (default 10)");
+  add_report_options(check, o);
   check->add_option("--only", o->only,
                     "Compare only the files (or case-NNN folders) matching this glob, as PATH or SUITE/PATH "
                     "(repeatable); the rest are reported as skipped");
@@ -237,16 +297,29 @@ void add_vectors(CLI::App& app) {
   });
 
   auto* gate = app.add_subcommand(
-      "gate", "Run golden suites in-process through a subject library (include/lowbit/plugin.h): exit 0, 1 or 2 "
-              "as check");
+      "gate",
+      "Run golden suites through a subject library (include/lowbit/plugin.h), called in a worker process: "
+      "exit 0, 1 or 2 as check (2 also for a broken plugin table)");
   gate->add_option("--plugin", o->plugin, "The subject: a shared library exporting lowbit_plugin_entry")->required();
   gate->add_option("--suite", o->suites, "Suites to run (repeatable; default: every committed suite)");
   gate->add_option("--seed", o->seed, "Seed of the random cases (default 1)");
-  gate->add_option("--junit", o->junit, "Write JUnit XML here");
-  gate->add_option("--max-report", o->max_report, "Mismatch lines to print (default 10)");
+  add_report_options(gate, o);
+  gate->add_option("--timeout", o->timeout,
+                   "Seconds each call of the plugin may take before it is killed and reported (default 60)");
+  gate->add_flag("--in-process", o->in_process,
+                 "Call the plugin in this process instead of a child process (debugging: a crash of the plugin "
+                 "is then the gate's)");
   auto* gate_shard = gate->add_option("--shard", o->shard,
                                       "Run only part I of N of each suite's files or cases (1 <= I <= N); needs --out");
   gate->add_option("--out", o->out, "With --shard: the folder for the shard's result (shard.json), for lowbit merge");
+  // The gate's worker process (gate::worker_main): started by the gate itself, not by users.
+  auto* worker = app.add_subcommand("gate-worker", "");
+  worker->group("");  // hidden from --help
+  worker->add_option("plugin", o->plugin)->required();
+  worker->callback([o] {
+    const int rc = gate::worker_main(o->plugin);
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
   gate->callback([o, gate_shard] {
     o->sharded = gate_shard->count() > 0;
     int rc = 0;

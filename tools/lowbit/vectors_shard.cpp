@@ -100,7 +100,7 @@ ordered_json unit_json(const Unit& u) {
           {"mismatches", u.mismatches},
           {"skipped", u.skipped},
           {"skip_reason", u.skip_reason},
-          {"problem", u.problem},
+          {"error", u.error},
           {"details", u.details}};
 }
 
@@ -111,7 +111,7 @@ Unit read_unit(const ordered_json& j, const std::string& path) {
   u.mismatches = checks::uint_field(j, "mismatches", path);
   u.skipped = checks::bool_field(j, "skipped", path);
   u.skip_reason = checks::string_field(j, "skip_reason", path);
-  u.problem = checks::string_field(j, "problem", path);
+  u.error = checks::string_field(j, "error", path);
   const ordered_json& details = checks::array_field(j, "details", path);
   for (std::size_t i = 0; i < details.size(); ++i) {
     if (!details[i].is_string()) throw Malformed(path + ".details[" + std::to_string(i) + "] is not a string");
@@ -298,8 +298,8 @@ ordered_json plugin_identity(const std::string& path, const std::string& name) {
 }
 
 ordered_json gate_shard_doc(checks::Shard shard, const GateShard& g) {
-  const ordered_json options = {
-      {"suites", g.suites}, {"seed", g.seed}, {"max_report", g.max_report}, {"plugin", g.plugin}};
+  const ordered_json options = {{"suites", g.suites}, {"seed", g.seed},           {"max_report", g.max_report},
+                                {"plugin", g.plugin}, {"require", g.req.require}, {"min_cases", g.req.min_cases}};
   ordered_json doc = checks::shard_header("gate", shard, LOWBIT_VERSION, checks::build_id(), options, g.space);
   ordered_json results = ordered_json::array();
   for (const SuiteReport& r : g.reports) {
@@ -323,6 +323,12 @@ std::optional<MergedGate> merge_gate_shards(const std::vector<checks::LoadedShar
       m.max_report = checks::uint_field(options, "max_report", "shard.json.options");
       m.plugin_path = checks::string_field(plugin, "path", "shard.json.options.plugin");
       m.plugin_name = checks::string_field(plugin, "name", "shard.json.options.plugin");
+      m.req.min_cases = checks::uint_field(options, "min_cases", "shard.json.options");
+      m.req.require.clear();
+      for (const ordered_json& r : checks::array_field(options, "require", "shard.json.options")) {
+        if (!r.is_string()) throw Malformed("shard.json.options.require holds a non-string");
+        m.req.require.push_back(r.get<std::string>());
+      }
       const ordered_json& results = checks::array_field(sh->doc, "results", "shard.json");
       if (results.size() != sh->space.size()) throw Malformed("shard.json.results does not match shard.json.space");
       if (m.reports.empty())

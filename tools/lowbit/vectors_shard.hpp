@@ -43,6 +43,7 @@ struct GateShard {
   nlohmann::ordered_json plugin;
   std::vector<checks::SpacePart> space;  // per suite: its units and the range run
   std::vector<SuiteReport> reports;      // per suite: the units of that range
+  Requirements req;                      // --require and --min-cases, applied to the merged report
 };
 nlohmann::ordered_json gate_shard_doc(checks::Shard shard, const GateShard& g);
 // The subject's identity as a gate shard records it.
@@ -54,6 +55,7 @@ struct MergedGate {
   std::vector<SuiteReport> reports;
   std::uint64_t max_report = 0;
   std::string plugin_path, plugin_name;
+  Requirements req;
 };
 std::optional<MergedGate> merge_gate_shards(const std::vector<checks::LoadedShard>& shards,
                                             std::vector<std::string>& problems);

@@ -69,34 +69,57 @@ struct Mismatch {
   std::string text;  // one line: the file, case index, input, expected and actual codes and values
 };
 
-// The outcome of one test unit (a scalar file, or one case of a tensor suite).
+// The outcome of one test unit (a scalar file, or one case of a tensor suite).  A unit is skipped (the
+// subject declined it or it was not selected), in error (it could not be compared: results missing,
+// truncated or malformed, the subject failed or crashed), or compared: then its cases all count, and
+// `mismatches` of them differ.
 struct Unit {
-  std::string name;  // file path, or "case-007"
-  std::uint64_t cases = 0;
-  std::uint64_t mismatches = 0;
+  std::string name;              // file path, or "case-007 <recipe>"
+  std::uint64_t cases = 0;       // the golden cases of the unit (compared only when neither skipped nor in error)
+  std::uint64_t mismatches = 0;  // mismatching cases (0 unless compared)
   bool skipped = false;
   std::string skip_reason;
-  std::string problem;  // a results file missing or unreadable, an input that differs, ...
+  std::string error;                 // why the unit could not be compared; empty when it was compared or skipped
   std::vector<std::string> details;  // the first mismatches, formatted
+  bool compared() const { return !skipped && error.empty(); }
 };
 
 struct SuiteReport {
   std::string name;
   std::vector<Unit> units;
-  std::uint64_t cases() const;
-  std::uint64_t mismatches() const;  // mismatching cases plus units with a problem
-  std::uint64_t skipped() const;
+  std::uint64_t cases() const;       // cases compared (of compared units)
+  std::uint64_t mismatches() const;  // mismatching cases of compared units
+  std::uint64_t errors() const;      // units in error
+  std::uint64_t skipped() const;     // units skipped
+  std::uint64_t compared() const;    // units compared
 };
 
 // Compare the subject's results against a golden suite.  `skip` names units (paths or case names) the
-// subject did not run, with the reason.  At most `max_details` mismatch lines are kept per unit.
+// subject did not run, with the reason.  At most `max_details` mismatch lines are kept per unit.  The
+// reader's error message becomes the unit's error as it is.
 SuiteReport compare(const Golden& g, const Reader& results, const std::map<std::string, std::string>& skip,
                     std::size_t max_details);
 
-// Print the per-suite summary and the first `max_report` mismatches (over all suites) to stdout.
-void print_reports(const std::vector<SuiteReport>& reports, std::size_t max_report);
-// The JUnit XML of the reports: one <testsuite> per suite, one <testcase> per unit.
+// What a passing run needs beyond "no mismatch and no error" (always: at least one case compared).
+struct Requirements {
+  std::vector<std::string> require;  // globs of suite names: each matching suite compares a case
+  std::uint64_t min_cases = 1;       // cases compared over all suites
+};
+// Globs of `req.require` that match none of `names` (an argument error for the caller).
+std::vector<std::string> unmatched_requirements(const Requirements& req, const std::vector<std::string>& names);
+// Why the run fails, one line per reason; empty when it passes.
+std::vector<std::string> verdict(const std::vector<SuiteReport>& reports, const Requirements& req);
+
+// Print the per-suite summary, then the errors, the skip reasons and the mismatch lines (each listing
+// bounded by `max_report` lines) and the verdict to stdout.
+void print_reports(const std::vector<SuiteReport>& reports, std::size_t max_report, const Requirements& req = {});
+// The JUnit XML of the reports: one <testsuite> per suite, one <testcase> per unit; a mismatching unit
+// is a <failure>, a unit in error an <error>.
 std::string junit_xml(const std::vector<SuiteReport>& reports, const std::string& name);
+// The JSON report of vectors/SPEC.md ("The JSON report"): `command` is "check" or "gate", `subject` the
+// subject's name (empty: none), every listing bounded by `max_report` entries per suite.
+nlohmann::ordered_json report_json(const std::vector<SuiteReport>& reports, const std::string& command,
+                                   const std::string& subject, std::size_t max_report, const Requirements& req);
 
 // Reading and writing folders.
 Reader folder_reader(const std::string& dir);
