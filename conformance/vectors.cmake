@@ -17,4 +17,7 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME vectors_cli
            COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/vectors/test_vectors.py)
   set_tests_properties(vectors_cli PROPERTIES LABELS quick ENVIRONMENT "${_lowbit_vectors_env}" TIMEOUT 600)
+  add_test(NAME vectors_shapes
+           COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/vectors/test_shapes.py)
+  set_tests_properties(vectors_shapes PROPERTIES LABELS quick ENVIRONMENT "${_lowbit_vectors_env}" TIMEOUT 600)
 endif()
