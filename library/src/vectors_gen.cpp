@@ -706,8 +706,8 @@ Suite gemm_suite(const std::string& suite, const gemm::Procedure& proc, std::uin
       // An operand (and its scales) stored `t` is written transposed; the values are the same draws.
       const bool a_t = custom && custom->layout.a == Storage::t;
       const bool b_t = custom && custom->layout.b == Storage::t;
-      auto stored = [&](const std::string& path, const std::string& role, const std::string& array,
-                        const Format& f, int rows, int cols, const std::vector<std::uint64_t>& codes, bool t) {
+      auto stored = [&](const std::string& path, const std::string& role, const std::string& array, const Format& f,
+                        int rows, int cols, const std::vector<std::uint64_t>& codes, bool t) {
         with_case(t ? npy_file(path, role, array, f, {u(cols), u(rows)}, transposed(codes, rows, cols))
                     : npy_file(path, role, array, f, {u(rows), u(cols)}, codes));
       };
@@ -807,8 +807,7 @@ int dimension(const std::string& digits, const std::string& option, const std::s
   for (const char c : digits) {
     if (c < '0' || c > '9') throw ArgumentError(option, what + "'" + digits + "' is not a decimal integer");
     v = v * 10 + (c - '0');
-    if (v > max_dimension)
-      throw ArgumentError(option, what + "a dimension over " + std::to_string(max_dimension));
+    if (v > max_dimension) throw ArgumentError(option, what + "a dimension over " + std::to_string(max_dimension));
   }
   if (v == 0) throw ArgumentError(option, what + "a dimension is 0 (each must be at least 1)");
   if (digits[0] == '0') throw ArgumentError(option, what + "'" + digits + "' has a leading zero");
@@ -834,8 +833,8 @@ std::vector<std::vector<int>> shape_items(const std::string& text, std::size_t p
       at = x + 1;
     }
     if (dims.size() != parts)
-      throw ArgumentError(option, "'" + item + "' is not " + form + " (" + std::to_string(parts) +
-                                      " positive integers joined by 'x')");
+      throw ArgumentError(
+          option, "'" + item + "' is not " + form + " (" + std::to_string(parts) + " positive integers joined by 'x')");
     if (!seen.insert(dims).second) throw ArgumentError(option, "'" + item + "' is given twice");
     out.push_back(std::move(dims));
     if (out.size() > max_shapes) throw ArgumentError(option, "more than " + std::to_string(max_shapes) + " shapes");
@@ -893,13 +892,12 @@ std::vector<TensorShape> parse_tensor_shapes(const std::string& text) {
 }
 
 Layout parse_layout(const std::string& text) {
-  const auto letter = [&](char c) -> std::optional<Storage> {
-    return parse<Storage>(std::string(1, c));
-  };
+  const auto letter = [&](char c) -> std::optional<Storage> { return parse<Storage>(std::string(1, c)); };
   if (text.size() == 2)
     if (const auto a = letter(text[0]), b = letter(text[1]); a && b) return {*a, *b};
-  throw ArgumentError("layout", "'" + text + "' is not one of nn, nt, tn, tt (A's storage, then B's: n row-major, "
-                                            "t transposed)");
+  throw ArgumentError("layout", "'" + text +
+                                    "' is not one of nn, nt, tn, tt (A's storage, then B's: n row-major, "
+                                    "t transposed)");
 }
 
 Suite generate(const std::string& name, std::uint64_t seed, const ShapeRequest& request) {
@@ -910,7 +908,8 @@ Suite generate(const std::string& name, std::uint64_t seed, const ShapeRequest& 
     throw ArgumentError(request.shape ? "shape" : "layout",
                         "'" + name + "' is a conversion suite; only gemm-* and scheme-* suites take shapes");
   if (!request.shape)
-    throw ArgumentError("layout", "applies only to requested shapes (the committed suites store A and B row-major, nn)");
+    throw ArgumentError("layout",
+                        "applies only to requested shapes (the committed suites store A and B row-major, nn)");
   Suite s;
   json shapes = json::array();
   if (gemm_kind) {

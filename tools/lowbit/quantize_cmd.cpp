@@ -618,9 +618,10 @@ void run_dequantize_dir(const DequantizeOptions& o) {
   // Version 1 stored f32 scales as '<u4' bit patterns; reading them as values would be silently wrong.
   const json& version = need("version");
   if (!version.is_number_integer() || version.get<long long>() != quantized_json_version)
-    throw bad("version", version.dump() + (version == 1 ? " is the old layout (f32 scales as '<u4' bit patterns); "
-                                                           "quantize the tensor again with this lowbit"
-                                                         : " is not a version this lowbit reads") +
+    throw bad("version", version.dump() +
+                             (version == 1 ? " is the old layout (f32 scales as '<u4' bit patterns); "
+                                             "quantize the tensor again with this lowbit"
+                                           : " is not a version this lowbit reads") +
                              " (this lowbit reads version " + std::to_string(quantized_json_version) + ")");
   S::Quantized q;
   const std::string scheme = need_string("scheme");

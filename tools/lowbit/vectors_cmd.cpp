@@ -31,8 +31,8 @@ struct VectorsOptions {
   long long max_report = 10;
   std::string shard;     // generate, gate: "I/N" (vectors_shard.hpp)
   bool sharded = false;  // --shard was given
-  std::string shape, layout;   // generate, gate: on-demand shapes and layout (vectors/SPEC.md section 3)
-  V::ShapeRequest shapes;      // what of --shape / --layout was given
+  std::string shape, layout;  // generate, gate: on-demand shapes and layout (vectors/SPEC.md section 3)
+  V::ShapeRequest shapes;     // what of --shape / --layout was given
 };
 
 // The request from the options' counts: `--shape` without a value asks for the default shapes.
@@ -168,7 +168,8 @@ int run_gate(const VectorsOptions& o) {
   if (!shard && !o.out.empty()) throw InputError("--out: only with --shard (the report goes to stdout and --junit)");
   std::vector<std::string> names = o.suites;
   if (names.empty() && o.shapes.given())
-    throw InputError(std::string(o.shapes.shape ? "--shape" : "--layout") + ": needs --suite (a gemm-* or scheme-* suite)");
+    throw InputError(std::string(o.shapes.shape ? "--shape" : "--layout") +
+                     ": needs --suite (a gemm-* or scheme-* suite)");
   if (names.empty())
     for (const V::SuiteInfo& s : V::suites())
       if (s.committed) names.push_back(s.name);
