@@ -28,4 +28,7 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME vectors_gate
            COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/vectors/test_gate.py)
   set_tests_properties(vectors_gate PROPERTIES LABELS quick ENVIRONMENT "${_lowbit_vectors_env}" TIMEOUT 300)
+  add_test(NAME vectors_shapes
+           COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/vectors/test_shapes.py)
+  set_tests_properties(vectors_shapes PROPERTIES LABELS quick ENVIRONMENT "${_lowbit_vectors_env}" TIMEOUT 600)
 endif()

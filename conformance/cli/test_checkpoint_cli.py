@@ -129,14 +129,17 @@ def test_file_mode_holds_what_text_mode_prints(tmp_path, scheme):
     scales = np.load(tmp_path / "q" / "scales.npy")
     assert codes.dtype == np.uint8 and codes.shape == x.shape
     assert codes.ravel().tolist() == hexes(j["codes"])
-    assert scales.ravel().tolist() == hexes(j["scales"])
-    assert list(scales.shape) == meta["scale_shape"]
-    assert scales.dtype == (np.uint32 if meta["scale_format"] == "f32" else np.uint8)
+    # Every scale in its own dtype: f32 decode scales as '<f4' values (their bits are the text mode's).
+    assert scales.dtype == (np.float32 if meta["scale_format"] == "f32" else np.uint8)
+    bits = scales.view(np.uint32) if scales.dtype == np.float32 else scales
+    assert bits.ravel().tolist() == hexes(j["scales"])
+    assert list(scales.shape) == meta["scale_shape"] and meta["version"] == 2
     for key in ("scheme", "element", "block"):
         assert meta[key] == j[key]
     assert meta["shape"] == [5, 70] and meta["packing"] == "none" and meta["scale_layout"] == "row-major"
     if "tensor_scale" in j:
-        assert np.load(tmp_path / "q" / "tensor_scale.npy").tolist() == [int(j["tensor_scale"], 16)]
+        ts = np.load(tmp_path / "q" / "tensor_scale.npy")
+        assert ts.dtype == np.float32 and ts.view(np.uint32).tolist() == [int(j["tensor_scale"], 16)]
         assert meta["tensor_scale"] == j["tensor_scale"]
     else:
         assert not (tmp_path / "q" / "tensor_scale.npy").exists()
@@ -302,6 +305,10 @@ def _edit_json(d, **changes):
     (lambda d: np.save(d / "codes.npy", np.zeros((2, 32), dtype=np.uint16)), ["codes.npy", "descr"]),
     (lambda d: np.save(d / "scales.npy", np.zeros((2, 1), dtype=np.uint32)), ["scales.npy", "descr"]),
     (lambda d: os.remove(d / "scales.npy"), ["scales.npy"]),
+    (lambda d: _edit_json(d, version=1), ["quantized.json", '"version"', "old layout", "'<u4' bit patterns",
+                                          "quantize the tensor again"]),
+    (lambda d: _edit_json(d, version=3), ["quantized.json", '"version"', "not a version this lowbit reads"]),
+    (lambda d: _edit_json(d, version="2"), ["quantized.json", '"version"']),
 ])
 def test_bad_directories_exit_2(tmp_path, break_it, culprits):
     d = _quantized_dir(tmp_path, "--scheme", "mx")

@@ -85,7 +85,11 @@ typedef struct lowbit_plugin {
   int (*quantize)(const char* recipe_json, const lowbit_array* inputs, uint32_t n_inputs, lowbit_array* outputs,
                   uint32_t n_outputs);
 
-  /* Run one GEMM case: inputs "a", "b" and optionally "c", "a_scales", "b_scales"; output "d". */
+  /* Run one GEMM case: inputs "a", "b" and optionally "c", "a_scales", "b_scales"; output "d".  The
+   * recipe's "layout" key (on-demand suites, `lowbit gate --shape ... --layout nt`) names how A and B are
+   * stored: its first letter A's, its second B's, "n" row-major ([M, K], [K, N]) and "t" transposed
+   * ([K, M], [N, K]), with the scales following their operand; no "layout" key means "nn".  C and D are
+   * [M, N] row-major.  vectors/SPEC.md says where C enters each procedure's accumulation. */
   int (*gemm)(const char* recipe_json, const lowbit_array* inputs, uint32_t n_inputs, lowbit_array* outputs,
               uint32_t n_outputs);
 

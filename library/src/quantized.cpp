@@ -39,8 +39,9 @@ std::vector<std::uint8_t> store_codes(const S::Quantized& q, Packing p) {
 io::Tensor store_scales(const S::Quantized& q, ScaleLayout layout) {
   const auto sr = static_cast<std::uint64_t>(q.scale_rows()), sc = static_cast<std::uint64_t>(q.scale_cols());
   if (q.scale_format->bits == 32) {
+    // f32 decode scales as numpy's float32 ('<f4'): the same four bytes, read back as values.
     std::vector<std::uint32_t> w(q.scales.begin(), q.scales.end());
-    return io::Tensor::from_values<std::uint32_t>(io::DType::u32, {sr, sc}, w);
+    return io::Tensor::from_values<std::uint32_t>(io::DType::f32, {sr, sc}, w);
   }
   std::vector<std::uint8_t> b(q.scales.begin(), q.scales.end());
   if (layout == ScaleLayout::row_major) return io::Tensor::from_values<std::uint8_t>(io::DType::u8, {sr, sc}, b);

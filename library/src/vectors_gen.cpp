@@ -380,6 +380,15 @@ std::vector<TensorCase> scheme_tensors(Rng& rng, int block, bool two_d, bool non
   return v;
 }
 
+// On-demand scheme tensors: one `random` tensor per requested shape, drawn in the order given.
+std::vector<TensorCase> shaped_tensors(Rng& rng, const std::vector<TensorShape>& shapes) {
+  std::vector<TensorCase> v;
+  for (const TensorShape& sh : shapes)
+    v.push_back({"random-" + std::to_string(sh.rows) + "x" + std::to_string(sh.cols), sh.rows, sh.cols,
+                 random_tensor(rng, static_cast<std::size_t>(sh.rows) * static_cast<std::size_t>(sh.cols), -12, 6)});
+  return v;
+}
+
 struct LabelledRecipe {
   lowbit::Recipe o;
   std::string label;
@@ -452,7 +461,9 @@ std::vector<LabelledRecipe> scheme_recipes(const std::string& family) {
   return v;
 }
 
-Suite scheme_suite(const std::string& suite, const std::string& family, std::uint64_t seed) {
+// `custom`: the on-demand shapes (vectors/SPEC.md "On-demand shapes"), else the committed tensors.
+Suite scheme_suite(const std::string& suite, const std::string& family, std::uint64_t seed,
+                   const std::vector<TensorShape>* custom = nullptr) {
   Suite s;
   s.name = suite;
   json cases = json::array();
@@ -463,7 +474,9 @@ Suite scheme_suite(const std::string& suite, const std::string& family, std::uin
     const bool two_d = so.block_rows > 1;
     const bool nonfinite = family == "mx" || family == "tensor" || family == "nvfp4";
     Rng rng(seed, suite + "/" + rc.label);
-    for (TensorCase& t : scheme_tensors(rng, so.block == 0 ? 16 : so.block, two_d, nonfinite)) {
+    std::vector<TensorCase> tensors =
+        custom ? shaped_tensors(rng, *custom) : scheme_tensors(rng, so.block == 0 ? 16 : so.block, two_d, nonfinite);
+    for (TensorCase& t : tensors) {
       if (t.name.rfind("nonfinite", 0) == 0 && family == "mx" && rc.o.nonfinite.empty() && rc.label != "e4m3-floor")
         continue;  // NaN/Inf blocks: only under the rules that name a choice
       if (so.variant == S::Variant::four_over_six || so.variant == S::Variant::four_over_six_mse ||
@@ -608,7 +621,25 @@ gemm::Matrix scale_matrix(const Format& f, int rows, int cols, Rng& rng) {
   return m;
 }
 
-Suite gemm_suite(const std::string& suite, const gemm::Procedure& proc, std::uint64_t seed) {
+// A rows x cols row-major array stored transposed (cols x rows, row-major).
+std::vector<std::uint64_t> transposed(const std::vector<std::uint64_t>& v, int rows, int cols) {
+  std::vector<std::uint64_t> t(v.size());
+  const auto r = static_cast<std::size_t>(rows), c = static_cast<std::size_t>(cols);
+  for (std::size_t i = 0; i < r; ++i)
+    for (std::size_t j = 0; j < c; ++j) t[j * r + i] = v[i * c + j];
+  return t;
+}
+
+// The on-demand request of a GEMM suite: its shapes (each a `random` case) and how A and B are stored.
+struct GemmRequest {
+  std::vector<GemmShape> shapes;
+  Layout layout;
+};
+
+std::string layout_text(const Layout& l) { return std::string(name(l.a)) + name(l.b); }
+
+Suite gemm_suite(const std::string& suite, const gemm::Procedure& proc, std::uint64_t seed,
+                 const GemmRequest* custom = nullptr) {
   Suite s;
   s.name = suite;
   json cases = json::array();
@@ -626,6 +657,10 @@ Suite gemm_suite(const std::string& suite, const gemm::Procedure& proc, std::uin
     // A composite also gets a K over two promotion blocks and a partial third.
     if (composite) shapes.push_back({2, 130, 300, "random"});
     if (!sp.scale) shapes.push_back({2, 2, group + 1, "specials"});
+    if (custom) {
+      shapes.clear();
+      for (const GemmShape& g : custom->shapes) shapes.push_back({g.m, g.n, g.k, "random"});
+    }
     for (const Shape& sh : shapes) {
       Rng rng(seed, suite + "/" + std::to_string(index));
       gemm::Matrix a = random_matrix(*sp.a, sh.m, sh.k, rng);
@@ -668,14 +703,20 @@ Suite gemm_suite(const std::string& suite, const gemm::Procedure& proc, std::uin
         s.files.push_back(std::move(f));
       };
       auto u = [](int v) { return static_cast<std::uint64_t>(v); };
-      with_case(npy_file(dir + "/a.npy", "input", "a", *sp.a, {u(sh.m), u(sh.k)}, a.codes));
-      with_case(npy_file(dir + "/b.npy", "input", "b", *sp.b, {u(sh.k), u(sh.n)}, b.codes));
+      // An operand (and its scales) stored `t` is written transposed; the values are the same draws.
+      const bool a_t = custom && custom->layout.a == Storage::t;
+      const bool b_t = custom && custom->layout.b == Storage::t;
+      auto stored = [&](const std::string& path, const std::string& role, const std::string& array, const Format& f,
+                        int rows, int cols, const std::vector<std::uint64_t>& codes, bool t) {
+        with_case(t ? npy_file(path, role, array, f, {u(cols), u(rows)}, transposed(codes, rows, cols))
+                    : npy_file(path, role, array, f, {u(rows), u(cols)}, codes));
+      };
+      stored(dir + "/a.npy", "input", "a", *sp.a, sh.m, sh.k, a.codes, a_t);
+      stored(dir + "/b.npy", "input", "b", *sp.b, sh.k, sh.n, b.codes, b_t);
       with_case(npy_file(dir + "/c.npy", "input", "c", formats::f32, {u(sh.m), u(sh.n)}, c.codes));
       if (sp.scale) {
-        with_case(npy_file(dir + "/a_scales.npy", "input", "a_scales", *sp.scale, {u(sc.a_rows), u(sc.a_cols)},
-                           as.codes));
-        with_case(npy_file(dir + "/b_scales.npy", "input", "b_scales", *sp.scale, {u(sc.b_rows), u(sc.b_cols)},
-                           bs.codes));
+        stored(dir + "/a_scales.npy", "input", "a_scales", *sp.scale, sc.a_rows, sc.a_cols, as.codes, a_t);
+        stored(dir + "/b_scales.npy", "input", "b_scales", *sp.scale, sc.b_rows, sc.b_cols, bs.codes, b_t);
       }
       with_case(npy_file(dir + "/d.npy", "expected", "d", *out, {u(sh.m), u(sh.n)}, d));
       json recipe = {{"model", model}, {"a_format", sp.a->name}, {"b_format", sp.b->name}, {"d_format", out->name}};
@@ -685,13 +726,16 @@ Suite gemm_suite(const std::string& suite, const gemm::Procedure& proc, std::uin
         if (proc.scales == gemm::ScaleLayout::deepgemm_1x128) recipe["b_scale_block"] = "128x128";
       }
       recipe["c"] = true;
-      cases.push_back({{"index", index},
-                       {"name", std::string(sh.kind) + "-" + std::to_string(sh.m) + "x" + std::to_string(sh.n) + "x" +
-                                    std::to_string(sh.k)},
-                       {"recipe", recipe},
-                       {"m", sh.m},
-                       {"n", sh.n},
-                       {"k", sh.k}});
+      if (custom) recipe["layout"] = layout_text(custom->layout);
+      json entry = {{"index", index},
+                    {"name", std::string(sh.kind) + "-" + std::to_string(sh.m) + "x" + std::to_string(sh.n) + "x" +
+                                 std::to_string(sh.k)},
+                    {"recipe", recipe},
+                    {"m", sh.m},
+                    {"n", sh.n},
+                    {"k", sh.k}};
+      if (custom) entry["layout"] = layout_text(custom->layout);
+      cases.push_back(std::move(entry));
       ++index;
     }
   }
@@ -734,16 +778,15 @@ std::vector<SuiteInfo> suites() {
   return v;
 }
 
-Suite generate(const std::string& name, std::uint64_t seed) {
-  Suite s;
-  std::string description;
+namespace {
+
+std::string description_of(const std::string& name) {
   for (const SuiteInfo& i : suites())
-    if (i.name == name) description = i.description;
-  if (description.empty()) throw std::invalid_argument("--suite: unknown suite '" + name + "' (see `lowbit vectors list`)");
-  if (name.rfind("convert16-", 0) == 0) s = convert_suite(name, *find_profile(name.substr(10)), true, seed);
-  else if (name.rfind("convert-", 0) == 0) s = convert_suite(name, *find_profile(name.substr(8)), false, seed);
-  else if (name.rfind("scheme-", 0) == 0) s = scheme_suite(name, name.substr(7), seed);
-  else s = gemm_suite(name, *gemm::find_procedure(name.substr(5)), seed);
+    if (i.name == name) return i.description;
+  throw std::invalid_argument("--suite: unknown suite '" + name + "' (see `lowbit vectors list`)");
+}
+
+Suite finished(Suite s, const std::string& name, std::uint64_t seed, const std::string& description) {
   std::sort(s.files.begin(), s.files.end(), [](const File& a, const File& b) { return a.path < b.path; });
   s.manifest["schema"] = schema_version;
   s.manifest["generator"] = generator_version;
@@ -751,6 +794,140 @@ Suite generate(const std::string& name, std::uint64_t seed) {
   s.manifest["seed"] = seed;
   s.manifest["description"] = description;
   return s;
+}
+
+// ---- strict option texts ---------------------------------------------------------------------------
+
+// A positive decimal integer of at most max_dimension: digits only (no sign, space or leading zero), checked
+// digit by digit so that no text overflows.
+int dimension(const std::string& digits, const std::string& option, const std::string& item) {
+  const std::string what = "'" + item + "': ";
+  if (digits.empty()) throw ArgumentError(option, what + "a dimension is empty");
+  long long v = 0;
+  for (const char c : digits) {
+    if (c < '0' || c > '9') throw ArgumentError(option, what + "'" + digits + "' is not a decimal integer");
+    v = v * 10 + (c - '0');
+    if (v > max_dimension) throw ArgumentError(option, what + "a dimension over " + std::to_string(max_dimension));
+  }
+  if (v == 0) throw ArgumentError(option, what + "a dimension is 0 (each must be at least 1)");
+  if (digits[0] == '0') throw ArgumentError(option, what + "'" + digits + "' has a leading zero");
+  return static_cast<int>(v);
+}
+
+// The comma-separated items of `text`, each split at 'x' into `parts` dimensions.
+std::vector<std::vector<int>> shape_items(const std::string& text, std::size_t parts, const char* form) {
+  const std::string option = "shape";
+  std::vector<std::vector<int>> out;
+  std::set<std::vector<int>> seen;
+  std::size_t pos = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', pos);
+    const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (item.empty()) throw ArgumentError(option, "an empty shape in '" + text + "' (shapes are " + form + ",...)");
+    std::vector<int> dims;
+    std::size_t at = 0;
+    for (;;) {
+      const std::size_t x = item.find('x', at);
+      dims.push_back(dimension(item.substr(at, x == std::string::npos ? std::string::npos : x - at), option, item));
+      if (x == std::string::npos) break;
+      at = x + 1;
+    }
+    if (dims.size() != parts)
+      throw ArgumentError(
+          option, "'" + item + "' is not " + form + " (" + std::to_string(parts) + " positive integers joined by 'x')");
+    if (!seen.insert(dims).second) throw ArgumentError(option, "'" + item + "' is given twice");
+    out.push_back(std::move(dims));
+    if (out.size() > max_shapes) throw ArgumentError(option, "more than " + std::to_string(max_shapes) + " shapes");
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+void check_elements(long long rows, long long cols, const std::string& item, const char* array) {
+  // Both at most max_dimension (2^20), so the product fits in 64 bits.
+  if (rows * cols > max_elements)
+    throw ArgumentError("shape", "'" + item + "': " + array + " would have " + std::to_string(rows * cols) +
+                                     " elements, over " + std::to_string(max_elements));
+}
+
+}  // namespace
+
+Suite generate(const std::string& name, std::uint64_t seed) {
+  const std::string description = description_of(name);
+  Suite s;
+  if (name.rfind("convert16-", 0) == 0) s = convert_suite(name, *find_profile(name.substr(10)), true, seed);
+  else if (name.rfind("convert-", 0) == 0) s = convert_suite(name, *find_profile(name.substr(8)), false, seed);
+  else if (name.rfind("scheme-", 0) == 0) s = scheme_suite(name, name.substr(7), seed);
+  else s = gemm_suite(name, *gemm::find_procedure(name.substr(5)), seed);
+  return finished(std::move(s), name, seed, description);
+}
+
+std::vector<GemmShape> parse_gemm_shapes(const std::string& text) {
+  std::vector<GemmShape> v;
+  if (text.empty()) {
+    for (const int m : {64, 129, 256})
+      for (const int n : {64, 129, 256})
+        for (const int k : {128, 4112}) v.push_back({m, n, k});
+    return v;
+  }
+  for (const std::vector<int>& d : shape_items(text, 3, "MxNxK")) {
+    const std::string item = std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2]);
+    check_elements(d[0], d[2], item, "A");
+    check_elements(d[2], d[1], item, "B");
+    check_elements(d[0], d[1], item, "C and D");
+    v.push_back({d[0], d[1], d[2]});
+  }
+  return v;
+}
+
+std::vector<TensorShape> parse_tensor_shapes(const std::string& text) {
+  if (text.empty()) return {{128, 128}, {257, 4096}};
+  std::vector<TensorShape> v;
+  for (const std::vector<int>& d : shape_items(text, 2, "RxC")) {
+    check_elements(d[0], d[1], std::to_string(d[0]) + "x" + std::to_string(d[1]), "the tensor");
+    v.push_back({d[0], d[1]});
+  }
+  return v;
+}
+
+Layout parse_layout(const std::string& text) {
+  const auto letter = [&](char c) -> std::optional<Storage> { return parse<Storage>(std::string(1, c)); };
+  if (text.size() == 2)
+    if (const auto a = letter(text[0]), b = letter(text[1]); a && b) return {*a, *b};
+  throw ArgumentError("layout", "'" + text +
+                                    "' is not one of nn, nt, tn, tt (A's storage, then B's: n row-major, "
+                                    "t transposed)");
+}
+
+Suite generate(const std::string& name, std::uint64_t seed, const ShapeRequest& request) {
+  if (!request.given()) return generate(name, seed);
+  const std::string description = description_of(name);
+  const bool gemm_kind = name.rfind("gemm-", 0) == 0, scheme_kind = name.rfind("scheme-", 0) == 0;
+  if (!gemm_kind && !scheme_kind)
+    throw ArgumentError(request.shape ? "shape" : "layout",
+                        "'" + name + "' is a conversion suite; only gemm-* and scheme-* suites take shapes");
+  if (!request.shape)
+    throw ArgumentError("layout",
+                        "applies only to requested shapes (the committed suites store A and B row-major, nn)");
+  Suite s;
+  json shapes = json::array();
+  if (gemm_kind) {
+    GemmRequest r{parse_gemm_shapes(*request.shape), {}};
+    if (request.layout) r.layout = parse_layout(*request.layout);
+    for (const GemmShape& g : r.shapes)
+      shapes.push_back(std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k));
+    s = gemm_suite(name, *gemm::find_procedure(name.substr(5)), seed, &r);
+    s.manifest["layout"] = layout_text(r.layout);
+  } else {
+    if (request.layout)
+      throw ArgumentError("layout", "'" + name + "' is a scheme suite; only gemm-* suites take a layout");
+    const std::vector<TensorShape> tensors = parse_tensor_shapes(*request.shape);
+    for (const TensorShape& t : tensors) shapes.push_back(std::to_string(t.rows) + "x" + std::to_string(t.cols));
+    s = scheme_suite(name, name.substr(7), seed, &tensors);
+  }
+  s.manifest["shapes"] = shapes;
+  return finished(std::move(s), name, seed, description);
 }
 
 std::string manifest_text(const Suite& s) {

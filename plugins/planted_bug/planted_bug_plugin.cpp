@@ -2,11 +2,11 @@
 // rne returns one ulp too little for a result that rounded away from zero in the binade [8, 16).  The
 // gate's tests prove that `lowbit gate` catches it and names the element; every other conversion
 // passes.  It also runs the f32-sequential GEMM (acc = fl(acc + fl(a * b)) from C, in K order) to
-// exercise the gemm entry point (other models are reported as skipped), and quantizes every scheme
-// suite's recipe with lowbit's own reference quantizer (lowbit::scale::quantize) to exercise the
-// quantize entry point: it passes, unless the environment sets LOWBIT_PLANTED_QUANTIZE_BUG=1, which
-// plants the same kind of error there: an e4m3 element code in the binade [8, 16) (magnitude codes
-// 0x51..0x57) comes out one ulp too small.
+// exercise the gemm entry point (other models are reported as skipped), in the operands' storage the
+// recipe's "layout" names, and quantizes every scheme suite's recipe with lowbit's own reference
+// quantizer (lowbit::scale::quantize) to exercise the quantize entry point: it passes, unless the
+// environment sets LOWBIT_PLANTED_QUANTIZE_BUG=1, which plants the same kind of error there: an e4m3
+// element code in the binade [8, 16) (magnitude codes 0x51..0x57) comes out one ulp too small.
 #include <bit>
 #include <cstdint>
 #include <cstdlib>
@@ -105,12 +105,25 @@ int gemm(const char* recipe, const lowbit_array* in, uint32_t n_in, lowbit_array
     last = "f32-sequential: expected a, b, c and d";
     return LOWBIT_PLUGIN_ERROR;
   }
-  const std::uint64_t m = a->shape[0], k = a->shape[1], nn = b->shape[1];
+  // The storage of A and B (vectors/SPEC.md "On-demand shapes"): "layout" is absent for the committed suites
+  // (nn); `t` stores A as [K, M] and B as [N, K].  LOWBIT_PLANTED_IGNORE_LAYOUT=1 reads every suite as nn,
+  // the mistake of a kernel that assumes its operands' storage: the gate's tests prove it is caught.
+  std::string layout = "nn";
+  const auto at = r.find("\"layout\":\"");
+  if (at != std::string::npos) layout = r.substr(at + 10, 2);
+  const char* ignore = std::getenv("LOWBIT_PLANTED_IGNORE_LAYOUT");
+  if (ignore && std::strcmp(ignore, "1") == 0) layout = "nn";
+  const bool a_t = layout[0] == 't', b_t = layout.size() > 1 && layout[1] == 't';
+  const std::uint64_t m = a->shape[a_t ? 1 : 0], k = a->shape[a_t ? 0 : 1], nn = b->shape[b_t ? 0 : 1];
+  if (b->count != k * nn || c->count != m * nn || d->count != m * nn) {
+    last = "f32-sequential: the shapes of a, b, c and d do not agree under layout " + layout;
+    return LOWBIT_PLUGIN_ERROR;
+  }
   for (std::uint64_t i = 0; i < m; ++i)
     for (std::uint64_t j = 0; j < nn; ++j) {
       float acc = as_float(*c, i * nn + j);
       for (std::uint64_t p = 0; p < k; ++p) {
-        const float prod = as_float(*a, i * k + p) * as_float(*b, p * nn + j);
+        const float prod = as_float(*a, a_t ? p * m + i : i * k + p) * as_float(*b, b_t ? j * k + p : p * nn + j);
         acc = acc + prod;
       }
       store(d->data, i * nn + j, 4, std::bit_cast<std::uint32_t>(acc));

@@ -137,7 +137,8 @@ def test_packed_codes_and_cublaslt_scales_match_file_mode(tmp_path, scheme, elem
             q.packed()
     np.testing.assert_array_equal(q.scale_layout("cublaslt"), np.load(tmp_path / "q" / "scales.npy"))
     if q.tensor_scale is not None:
-        assert np.load(tmp_path / "q" / "tensor_scale.npy").reshape(-1)[0] == np.float32(q.tensor_scale).view(np.uint32)
+        ts = np.load(tmp_path / "q" / "tensor_scale.npy")
+        assert ts.dtype == np.float32 and ts.reshape(-1)[0].view(np.uint32) == np.float32(q.tensor_scale).view(np.uint32)
     # And back: `lowbit dequantize` of that directory is the module's dequantize, rounded once to f32.
     cli("dequantize", "--in", tmp_path / "q", "--out", tmp_path / "d.npy")
     np.testing.assert_array_equal(q.dequantize(np.float32).view(np.uint32), np.load(tmp_path / "d.npy").view(np.uint32))

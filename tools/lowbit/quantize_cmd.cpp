@@ -469,7 +469,7 @@ void run_quantize_files(const QuantizeOptions& o) {
   files.push_back({"scales.npy", npy_bytes(store_scales(q, *layout))});
   json out;
   out["format"] = "lowbit-quantized";
-  out["version"] = 1;
+  out["version"] = quantized_json_version;
   out["scheme"] = o.scheme;
   out["element"] = q.element->name;
   out["shape"] = a.shape;
@@ -485,7 +485,7 @@ void run_quantize_files(const QuantizeOptions& o) {
     out["tensor_scale"] = hex(*q.tensor_scale, 8);
     const std::uint32_t ts = *q.tensor_scale;
     files.push_back({"tensor_scale.npy",
-                     npy_bytes(io::Tensor::from_values<std::uint32_t>(io::DType::u32, {1}, std::span(&ts, 1)))});
+                     npy_bytes(io::Tensor::from_values<std::uint32_t>(io::DType::f32, {1}, std::span(&ts, 1)))});
     names["tensor_scale"] = "tensor_scale.npy";
   }
   out["files"] = names;
@@ -546,7 +546,6 @@ void run_quantize_checkpoint(const QuantizeOptions& o) {
     out_tensors[w + ".data"] =
         io::Tensor::from_values<std::uint8_t>(io::DType::u8, packed_shape(t.shape, packing), store_codes(q, packing));
     io::Tensor scales = store_scales(q, *layout);
-    if (scales.dtype == io::DType::u32) scales.dtype = io::DType::f32;  // f32 decode scales as F32
     out_tensors[w + ".block_scales"] = scales;
     if (q.tensor_scale) {
       const std::uint32_t ts = *q.tensor_scale;
@@ -616,6 +615,14 @@ void run_dequantize_dir(const DequantizeOptions& o) {
     if (!v.is_string()) throw bad(key, "expected a string");
     return v.get<std::string>();
   };
+  // Version 1 stored f32 scales as '<u4' bit patterns; reading them as values would be silently wrong.
+  const json& version = need("version");
+  if (!version.is_number_integer() || version.get<long long>() != quantized_json_version)
+    throw bad("version", version.dump() +
+                             (version == 1 ? " is the old layout (f32 scales as '<u4' bit patterns); "
+                                             "quantize the tensor again with this lowbit"
+                                           : " is not a version this lowbit reads") +
+                             " (this lowbit reads version " + std::to_string(quantized_json_version) + ")");
   S::Quantized q;
   const std::string scheme = need_string("scheme");
   const auto sc = parse<S::Scheme>(scheme == "block1x128" || scheme == "block128x128" ? "block" : scheme);
@@ -688,7 +695,7 @@ void run_dequantize_dir(const DequantizeOptions& o) {
   const auto spath = file("scales");
   if (!spath) throw bad("files.scales", "missing");
   const bool wide = q.scale_format->bits == 32;
-  const io::NpyArray scales = io::read_npy(*spath, wide ? io::DType::u32 : io::DType::u8);
+  const io::NpyArray scales = io::read_npy(*spath, wide ? io::DType::f32 : io::DType::u8);
   const std::vector<std::uint64_t> swant =
       *layout == ScaleLayout::cublaslt
           ? std::vector<std::uint64_t>{pack::cublaslt_shape(static_cast<std::size_t>(q.scale_rows()),
@@ -710,7 +717,7 @@ void run_dequantize_dir(const DequantizeOptions& o) {
   q.scales = load_scales(stored, q, *layout);
   // Tensor scale.
   if (const auto tpath = file("tensor_scale")) {
-    const io::NpyArray ts = io::read_npy(*tpath, io::DType::u32);
+    const io::NpyArray ts = io::read_npy(*tpath, io::DType::f32);
     if (ts.elements() != 1) throw io::FileError(*tpath, "key \"shape\"", shape_text(ts.shape) + ", expected one value");
     q.tensor_scale = ts.values<std::uint32_t>()[0];
   } else if (S::scheme_row(q.scheme).family == S::Family::nvfp4) {

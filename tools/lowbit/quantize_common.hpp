@@ -23,6 +23,7 @@ using quantized::matrix_dims;
 using quantized::packed_shape;
 using quantized::packing_bits;
 using quantized::packing_for;
+using quantized::quantized_json_version;
 using quantized::store_codes;
 using quantized::store_scales;
 

@@ -37,6 +37,8 @@ struct VectorsOptions {
   long long min_cases = 1;
   double timeout = 60;      // gate: seconds per call of the plugin
   bool in_process = false;  // gate: call the plugin in this process (debugging)
+  std::string shape, layout;  // generate, gate: on-demand shapes and layout (vectors/SPEC.md section 3)
+  V::ShapeRequest shapes;     // what of --shape / --layout was given
 };
 
 // The report goes to stdout: a closed one is an error before anything runs, not a pass nobody sees.
@@ -68,6 +70,13 @@ int report(const VectorsOptions& o, const std::vector<V::SuiteReport>& reports, 
   return V::verdict(reports, req).empty() ? 0 : 1;
 }
 
+// The request from the options' counts: `--shape` without a value asks for the default shapes.
+void take_shapes(VectorsOptions& o, const CLI::Option* shape, const CLI::Option* layout) {
+  o.shapes = {};
+  if (shape->count() > 0) o.shapes.shape = o.shape;
+  if (layout->count() > 0) o.shapes.layout = o.layout;
+}
+
 std::uint64_t checked_seed(long long seed) {
   if (seed < 0) throw InputError("--seed: must be a non-negative integer");
   return static_cast<std::uint64_t>(seed);
@@ -83,7 +92,9 @@ void run_generate(const VectorsOptions& o) {
   if (o.sharded) shard = V::shard_option(o.shard);
   V::Suite s;
   try {
-    s = V::generate(o.suite, checked_seed(o.seed));
+    s = V::generate(o.suite, checked_seed(o.seed), o.shapes);
+  } catch (const ArgumentError&) {
+    throw;
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());
   }
@@ -201,13 +212,18 @@ int run_gate(const VectorsOptions& o) {
   if (shard && o.out.empty()) throw InputError("--out: required with --shard (the folder for the shard's result)");
   if (!shard && !o.out.empty()) throw InputError("--out: only with --shard (the report goes to stdout and --junit)");
   std::vector<std::string> names = o.suites;
+  if (names.empty() && o.shapes.given())
+    throw InputError(std::string(o.shapes.shape ? "--shape" : "--layout") +
+                     ": needs --suite (a gemm-* or scheme-* suite)");
   if (names.empty())
     for (const V::SuiteInfo& s : V::suites())
       if (s.committed) names.push_back(s.name);
   std::vector<V::Suite> generated;
   for (const std::string& n : names) {
     try {
-      generated.push_back(V::generate(n, seed));
+      generated.push_back(V::generate(n, seed, o.shapes));
+    } catch (const ArgumentError&) {
+      throw;
     } catch (const std::invalid_argument& e) {
       throw InputError(e.what());
     }
@@ -275,8 +291,13 @@ void add_vectors(CLI::App& app) {
   gen->add_option("--seed", o->seed, "Seed of the random cases (default 1)");
   auto* gen_shard = gen->add_option(
       "--shard", o->shard, "Write only part I of N of the suite's files or cases, for lowbit merge (1 <= I <= N)");
-  gen->callback([o, gen_shard] {
+  auto* gen_shape = gen->add_option("--shape", o->shape, "On demand, never committed: gemm-* suites at MxNxK[,...], scheme-* suites at RxC[,...]; without a value the "
+      "defaults (GEMM: M, N in {64,129,256}, K in {128,4112}; scheme: 128x128,257x4096)")->expected(0, 1);
+  auto* gen_layout = gen->add_option("--layout", o->layout, "With --shape, gemm-* suites: A's then B's storage, n row-major (A [M,K], B [K,N]) or t transposed (A [K,M], "
+      "B [N,K]); nt for operands contiguous along K (default nn)");
+  gen->callback([o, gen_shard, gen_shape, gen_layout] {
     o->sharded = gen_shard->count() > 0;
+    take_shapes(*o, gen_shape, gen_layout);
     guarded([o] { run_generate(*o); });
   });
 
@@ -320,8 +341,13 @@ void add_vectors(CLI::App& app) {
     const int rc = gate::worker_main(o->plugin);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
-  gate->callback([o, gate_shard] {
+  auto* gate_shape = gate->add_option("--shape", o->shape, "On demand, never committed: gemm-* suites at MxNxK[,...], scheme-* suites at RxC[,...]; without a value the "
+      "defaults (GEMM: M, N in {64,129,256}, K in {128,4112}; scheme: 128x128,257x4096)")->expected(0, 1);
+  auto* gate_layout = gate->add_option("--layout", o->layout, "With --shape, gemm-* suites: A's then B's storage, n row-major (A [M,K], B [K,N]) or t transposed (A [K,M], "
+      "B [N,K]); nt for operands contiguous along K (default nn)");
+  gate->callback([o, gate_shard, gate_shape, gate_layout] {
     o->sharded = gate_shard->count() > 0;
+    take_shapes(*o, gate_shape, gate_layout);
     int rc = 0;
     guarded([&] { rc = run_gate(*o); });
     if (rc != 0) throw CLI::RuntimeError(rc);

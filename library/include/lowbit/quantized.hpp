@@ -13,6 +13,10 @@
 
 namespace lowbit::quantized {
 
+// The `version` of quantized.json (reference/README.md "Files").  2: f32 scales and the tensor scale are
+// '<f4' values; version 1 wrote them as '<u4' bit patterns and is refused with that reason.
+inline constexpr int quantized_json_version = 2;
+
 // How codes are stored: one per byte, or packed along each row (lowbit/pack.hpp).
 enum class Packing : std::uint8_t { none, fp4x2, fp6x4 };
 inline constexpr Named<Packing> packing_names[] = {
@@ -39,10 +43,10 @@ void check_layout(const scale::Quantized& q, ScaleLayout layout);
 
 // Stored codes: rows x cols codes, one byte each (none) or packed row by row.
 std::vector<std::uint8_t> store_codes(const scale::Quantized& q, Packing p);
-// Stored scales: u8 codes for e8m0/e4m3 scales (rows x cols row-major, or the tiled buffer), u32 f32
-// bit patterns for f32 scales.  Row-major scales have shape [scale_rows, scale_cols]; tiled ones are 1-D.
+// Stored scales: u8 codes for e8m0/e4m3 scales (rows x cols row-major, or the tiled buffer), f32 ('<f4')
+// values for f32 scales.  Row-major scales have shape [scale_rows, scale_cols]; tiled ones are 1-D.
 io::Tensor store_scales(const scale::Quantized& q, ScaleLayout layout);
-// The scale codes in block order from stored bytes (u8 codes or u32 words, row-major or tiled).
+// The scale codes in block order from stored bytes (u8 codes or f32 bit patterns, row-major or tiled).
 std::vector<std::uint64_t> load_scales(const std::vector<std::uint64_t>& stored, const scale::Quantized& shape,
                                        ScaleLayout layout);
 

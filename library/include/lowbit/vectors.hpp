@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "lowbit/names.hpp"
+
 namespace lowbit::vectors {
 
 // Bumped when the files a generator writes change for a given seed (a new case, another order).
@@ -43,6 +45,54 @@ struct SuiteInfo {
 std::vector<SuiteInfo> suites();
 // Generate a suite in memory.  std::invalid_argument for an unknown name.
 Suite generate(const std::string& name, std::uint64_t seed);
+
+// ---- suites at chosen shapes and layouts (vectors/SPEC.md section 3, "On-demand shapes") ------------
+
+// How a GEMM operand is stored: `n` row-major as the product reads it (A [M, K], B [K, N]), `t` transposed
+// (A [K, M], B [N, K]); a kernel whose operands are both contiguous along K runs `nt`.
+enum class Storage : std::uint8_t { n, t };
+inline constexpr Named<Storage> storage_names[] = {
+    {Storage::n, "n", "row-major as the product reads it: A [M, K], B [K, N]"},
+    {Storage::t, "t", "transposed: A [K, M], B [N, K] (contiguous along K)"},
+};
+constexpr const auto& names_of(Storage) { return storage_names; }
+
+struct Layout {
+  Storage a = Storage::n;
+  Storage b = Storage::n;
+};
+
+struct GemmShape {
+  int m = 0, n = 0, k = 0;
+};
+struct TensorShape {
+  int rows = 0, cols = 0;
+};
+
+// Limits of an on-demand suite: every dimension in [1, max_dimension], every operand, scale or result array
+// at most max_elements elements, at most max_shapes shapes.
+inline constexpr long long max_dimension = 1 << 20;
+inline constexpr long long max_elements = 1ll << 24;  // 4096 x 4096
+inline constexpr std::size_t max_shapes = 64;
+
+// `--shape` and `--layout` as given: nullopt when the option is absent; an empty shape text asks for the
+// defaults (GEMMs: M and N in {64, 129, 256}, K in {128, 4112}; schemes: 128x128 and 257x4096).
+struct ShapeRequest {
+  std::optional<std::string> shape;
+  std::optional<std::string> layout;
+  bool given() const { return shape.has_value() || layout.has_value(); }
+};
+
+// Strict parsers of the option texts: the whole text, decimal digits only, every limit above checked
+// without overflow.  Throw ArgumentError ("shape" / "layout") naming what is wrong.
+std::vector<GemmShape> parse_gemm_shapes(const std::string& text);
+std::vector<TensorShape> parse_tensor_shapes(const std::string& text);
+Layout parse_layout(const std::string& text);
+
+// A suite at the requested shapes and layout (on demand, never committed); without a request it is
+// generate(name, seed).  GEMM suites take MxNxK shapes and a layout, scheme suites RxC shapes; anything
+// else is an ArgumentError naming the option.
+Suite generate(const std::string& name, std::uint64_t seed, const ShapeRequest& request);
 // The manifest text (with "files") and the checksum line of vectors/SPEC.md.
 std::string manifest_text(const Suite& s);
 std::string checksum_line(const std::string& manifest);
