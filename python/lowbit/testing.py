@@ -1,7 +1,9 @@
 """Assertions for tests of kernels against lowbit: bits, not tolerances.
 
 ``assert_bitexact`` compares codes and reports the first mismatches as ``lowbit check`` does: the element's
-index, its input (when given), and the expected and actual codes with their exact values.
+index, its input (when given), and the expected and actual codes with their exact values.  ``gate`` runs
+golden suites through a Python subject as ``lowbit gate`` runs a plugin; ``gate_tests`` makes one pytest
+test per suite of it.
 """
 from __future__ import annotations
 
@@ -60,3 +62,168 @@ def assert_bitexact(actual: Any, expected: Any, *, fmt: Any = None, inputs: Any 
         text += f" expected {_code_and_value(fe, int(e[i]))}, actual {_code_and_value(fe, int(a[i]))}"
         lines.append(text)
     raise AssertionError("\n".join(lines))
+
+
+# ---- the gate ----------------------------------------------------------------------------------------
+
+
+class GateFailure(AssertionError):
+    """Raised by gate() when the run fails; `.result` is the GateResult, the message its report."""
+
+    def __init__(self, result: "GateResult"):
+        super().__init__(str(result))
+        self.result = result
+
+
+class GateResult:
+    """The outcome of gate(): per-suite counts, the report ``lowbit gate`` prints, JUnit and JSON.
+
+    ``passed`` is the verdict (every compared case matched, no unit in error, at least `min_cases` cases
+    compared, each `require`d suite compared one); ``returncode`` is ``lowbit gate``'s exit status for it (0
+    or 1); ``failures`` the verdict's reasons; ``suites`` one dict per suite (name, cases, mismatches,
+    errors, skipped, compared, units); ``str(result)`` the text report.
+    """
+
+    def __init__(self, reports: Any, max_report: int):
+        self._reports = reports
+        self._max_report = max_report
+        self.subject: str = reports.subject
+        self.suites: list = reports.suites()
+        self.failures: list = list(reports.verdict())
+        self.passed: bool = not self.failures
+        self.returncode: int = 0 if self.passed else 1
+
+    @property
+    def cases(self) -> int:
+        """Cases compared over all suites."""
+        return sum(s["cases"] for s in self.suites)
+
+    def __str__(self) -> str:
+        return f"subject: {self.subject} (Python, in process)\n" + self._reports.text(self._max_report)
+
+    def __repr__(self) -> str:
+        return (f"<GateResult {self.subject!r}: {'passed' if self.passed else 'FAILED'}, {self.cases} cases in "
+                f"{len(self.suites)} suites>")
+
+    def junit(self) -> str:
+        """The JUnit XML ``lowbit gate --junit`` writes: one testsuite per suite, one testcase per unit."""
+        return self._reports.junit("lowbit gate")
+
+    def json(self) -> dict:
+        """The JSON report of vectors/SPEC.md (``lowbit gate --json``), as a dict."""
+        import json as _json
+        return _json.loads(self._reports.json(self._max_report))
+
+    def write_junit(self, path: Any) -> None:
+        """Write junit() to `path`."""
+        _write_text(path, self._reports.junit("lowbit gate"))
+
+    def write_json(self, path: Any) -> None:
+        """Write the JSON report to `path`."""
+        _write_text(path, self._reports.json(self._max_report))
+
+    def check(self) -> "GateResult":
+        """Raise GateFailure (an AssertionError whose message is the report) unless the run passed."""
+        if not self.passed:
+            raise GateFailure(self)
+        return self
+
+
+def _write_text(path: Any, text: str) -> None:
+    """Write a report file whole: into a temporary file beside it, renamed into place."""
+    import os
+    import tempfile
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".lowbit-report-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _suite_names(suites: Any) -> list:
+    from . import vectors
+    if suites is None:
+        return [s.name for s in vectors.suites() if s.committed]
+    if isinstance(suites, str):
+        suites = [suites]
+    names = list(suites)
+    for n in names:
+        if not isinstance(n, str):
+            raise TypeError(f"suites: expected suite names (str), not {type(n).__name__}")
+    if not names:
+        raise ValueError("suites: empty; name at least one suite (lowbit.vectors.suites())")
+    return names
+
+
+def gate(subject: Any, suites: Any = None, *, require: Any = (), min_cases: int = 1, seed: int = 1,
+         max_report: int = 10, junit: Any = None, json: Any = None, check: bool = True) -> GateResult:
+    """Run golden suites through a Python subject and compare its results bit for bit, as ``lowbit gate``.
+
+    `subject` is any object with some of these methods (the plugin ABI of include/lowbit/plugin.h in Python);
+    a missing one skips the suites that need it, a method returning None declines that file or case
+    (skipped, with the reason), and one that raises fails it (an error, with the message):
+
+    - ``convert(batch, recipe)``: `batch` a 1-D array of codes of ``recipe["from"]`` (in its dtype, or
+      lowbit.Codes); `recipe` holds from, to, profile, rounding, overflow, subnormals, tininess.  Returns
+      the codes of ``recipe["to"]``, or ``(codes, flags)`` with flags as uint8 masks (then compared too).
+    - ``quantize(x, recipe, **inputs)``: `x` f32 [rows, cols]; `recipe` the case's recipe object
+      (vectors/SPEC.md); further inputs (rbits, history_in, scale_in) by keyword where the case has them (a
+      method without that keyword declines those cases).  Returns a dict or an object (lowbit.Quantized
+      does) with codes, scales and, where the scheme has them, tensor_scale, history_out, scale_out.
+    - ``gemm(a, b, recipe, **inputs)``: `a` [M, K] and `b` [K, N] codes; c, a_scales, b_scales by keyword
+      where the case has them.  Returns D (f32 [M, N]) or a dict with "d".
+
+    `suites`: a suite name or names (lowbit.vectors.suites(); default every committed suite), generated at
+    `seed` in memory.  The run fails when a compared case mismatches, a unit is in error, fewer than
+    `min_cases` cases are compared, or a suite matching a `require` glob compares none (a glob matching no
+    suite of the run is a ValueError).  The subject runs in this process, with the interpreter's lock held;
+    the worker-process isolation of ``lowbit gate --plugin`` is for shared libraries.
+
+    `junit` / `json`: files to write the JUnit XML and the JSON report to (before any failure is raised).
+    With `check` (the default) a failing run raises GateFailure, an AssertionError whose message is the
+    report; otherwise the GateResult is returned either way.
+
+    Example:
+        >>> import lowbit, numpy as np
+        >>> class Cast:  # numpy's own f32 -> f16 cast, checked against the ocp profile's f16 files
+        ...     def convert(self, batch, recipe):
+        ...         if recipe["from"] != "f32" or recipe["to"] != "f16" or recipe["rounding"] != "rne":
+        ...             return None
+        ...         return batch.astype(np.float16)
+        >>> result = lowbit.testing.gate(Cast(), "convert-ocp", require=["convert-ocp"])
+        >>> result.passed, result.cases > 0
+        (True, True)
+    """
+    from . import _lowbit
+    from ._gate import Adapter
+    names = _suite_names(suites)
+    if isinstance(require, str):
+        require = [require]
+    require = list(require)
+    for r in require:
+        if not isinstance(r, str):
+            raise TypeError(f"require: expected suite-name globs (str), not {type(r).__name__}")
+    for arg, value in (("min_cases", min_cases), ("seed", seed), ("max_report", max_report)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise ValueError(f"{arg}: {value!r} is not a non-negative integer")
+    if min_cases < 1:
+        raise ValueError(f"min_cases: {min_cases!r} must be at least 1 (a gate that compares nothing shows nothing)")
+    adapter = Adapter(subject)
+    if not adapter.entries:
+        raise TypeError(f"subject: {type(subject).__name__} has none of convert, quantize, gemm")
+    name = getattr(subject, "name", None) or type(subject).__name__
+    reports = _lowbit.run_gate(str(name), adapter, adapter.entries, names, int(seed), require, int(min_cases),
+                               int(max_report))
+    result = GateResult(reports, int(max_report))
+    if junit is not None:
+        result.write_junit(junit)
+    if json is not None:
+        result.write_json(json)
+    if check:
+        result.check()
+    return result
