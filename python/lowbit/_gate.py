@@ -51,7 +51,10 @@ def _bytes_of(value: Any, name: str, fmt: str, dtype: str, shape) -> bytes:
     size = int(np.prod(want, dtype=np.int64)) if want else 1
     if tuple(got) != want and not (flat.size == size == 1):
         raise ValueError(f"{name}: shape {tuple(got)}, expected {want}")
-    return flat.astype(np.dtype(dtype), copy=False).tobytes()
+    want_dtype = np.dtype(dtype)
+    if flat.dtype.itemsize != want_dtype.itemsize:
+        raise TypeError(f"{name}: {flat.dtype.itemsize}-byte items, the suite's file holds {want_dtype.itemsize}")
+    return flat.tobytes()  # the codes' bits, little-endian as the .npy files hold them
 
 
 class Adapter:

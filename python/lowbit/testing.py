@@ -189,15 +189,15 @@ def gate(subject: Any, suites: Any = None, *, require: Any = (), min_cases: int 
     report; otherwise the GateResult is returned either way.
 
     Example:
-        >>> import lowbit, numpy as np
-        >>> class Cast:  # numpy's own f32 -> f16 cast, checked against the ocp profile's f16 files
+        >>> import lowbit, ml_dtypes
+        >>> class Widen:  # ml_dtypes' e2m1 -> bf16 cast, checked against the ocp profile's files
         ...     def convert(self, batch, recipe):
-        ...         if recipe["from"] != "f32" or recipe["to"] != "f16" or recipe["rounding"] != "rne":
+        ...         if (recipe["from"], recipe["to"], recipe["subnormals"]) != ("e2m1", "bf16", "keep"):
         ...             return None
-        ...         return batch.astype(np.float16)
-        >>> result = lowbit.testing.gate(Cast(), "convert-ocp", require=["convert-ocp"])
-        >>> result.passed, result.cases > 0
-        (True, True)
+        ...         return batch.astype(ml_dtypes.bfloat16)
+        >>> result = lowbit.testing.gate(Widen(), "convert-ocp", require=["convert-ocp"])
+        >>> result.passed, result.cases
+        (True, 48)
     """
     from . import _lowbit
     from ._gate import Adapter
@@ -227,3 +227,52 @@ def gate(subject: Any, suites: Any = None, *, require: Any = (), min_cases: int 
     if check:
         result.check()
     return result
+
+
+# ---- one pytest test per suite -------------------------------------------------------------------------
+
+# Cases compared by the gate_tests() tests of this process (the pytest plugin fails a run that compared none).
+_session = {"tests": 0, "cases": 0}
+
+
+def gate_tests(subject: Any, suites: Any, *, require: Any = (), **options: Any):
+    """A pytest test function that gates `subject` on each suite of `suites`: one test per suite.
+
+    Assign it to a name starting with ``test_`` in a test module.  A suite with a mismatch or a unit in error
+    fails its test with the gate's report; a suite that compared nothing fails when it matches a `require`
+    glob and is skipped with the gate's skip reasons otherwise.  With the package's pytest plugin (installed
+    with the package: the ``pytest11`` entry point ``lowbit``), a run whose gate tests compared no case at
+    all fails.  `options` go to gate() (seed, max_report, ...).
+
+    Example (in a test file)::
+
+        test_nvfp4 = lowbit.testing.gate_tests(MyQuantizer(), ["scheme-nvfp4"], require=["scheme-nvfp4"])
+    """
+    import fnmatch
+
+    import pytest
+
+    names = _suite_names(suites)
+    require = [require] if isinstance(require, str) else list(require)
+    for r in require:
+        if not any(fnmatch.fnmatchcase(n, r) for n in names):
+            raise ValueError(f"require: '{r}' matches no suite of this run")
+    for key in ("check", "min_cases", "junit", "json"):
+        if key in options:
+            raise TypeError(f"gate_tests: {key}= is set per suite by the tests themselves")
+
+    @pytest.mark.parametrize("suite", names)
+    def test_gate(suite: str) -> None:
+        result = gate(subject, suite, check=False, **options)
+        _session["tests"] += 1
+        _session["cases"] += result.cases
+        (report,) = result.suites
+        if report["mismatches"] or report["errors"]:
+            pytest.fail(str(result), pytrace=False)
+        if report["cases"] == 0:
+            if any(fnmatch.fnmatchcase(suite, r) for r in require):
+                pytest.fail(f"{suite} is required and compared nothing\n{result}", pytrace=False)
+            reasons = sorted({u["skip_reason"] for u in report["units"] if u["skipped"]})
+            pytest.skip(f"{suite}: nothing compared ({'; '.join(reasons[:3]) or 'no units'})")
+
+    return test_gate
