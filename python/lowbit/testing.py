@@ -71,7 +71,7 @@ class GateFailure(AssertionError):
     """Raised by gate() when the run fails; `.result` is the GateResult, the message its report."""
 
     def __init__(self, result: "GateResult"):
-        super().__init__(str(result))
+        super().__init__(str(result).rstrip("\n"))
         self.result = result
 
 
