@@ -18,11 +18,11 @@ from ._convert import Converted, Flag, codes, convert, decode
 from ._formats import Format, Model, Profile, TargetRule, format, formats, models, profiles
 from ._gemm import gemm
 from ._quantize import DelayedState, Quantized, quantize
-from . import testing
+from . import testing, vectors
 
 __version__ = _lowbit.__version__
 
 __all__ = [
     "Codes", "Converted", "DelayedState", "Flag", "Format", "Model", "Profile", "Quantized", "TargetRule",
-    "codes", "convert", "decode", "format", "formats", "gemm", "models", "profiles", "quantize", "testing",
+    "codes", "convert", "decode", "format", "formats", "gemm", "models", "profiles", "quantize", "testing", "vectors",
 ]

@@ -54,5 +54,6 @@ std::uint64_t load(const Codes& codes, std::size_t i);
 void bind_elements(nb::module_& m);
 void bind_quantize(nb::module_& m);
 void bind_gemm(nb::module_& m);
+void bind_vectors(nb::module_& m);
 
 }  // namespace lowbit::python

@@ -1,0 +1,149 @@
+"""lowbit.testing.gate on Python subjects: a passing subject, one flipped code named in the report, a
+subject that compares nothing, require, a raising subject, results of the wrong shape, JUnit and JSON.
+
+The passing subject is numpy's own f32 -> f16 cast (IEEE 754 round to nearest even) with the NaN rule of
+IEEE 754-2019 section 6.2.3 (the payload's leading bits kept, the result quiet), independent of lowbit.
+"""
+import json
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+import lowbit
+from lowbit.testing import GateFailure, gate
+
+
+def numpy_f16(batch):
+    """f32 codes -> f16 codes by numpy, NaNs by IEEE 754's payload rule (sign, quiet bit, top 9 payload bits)."""
+    x = np.asarray(batch).view(np.float32)
+    with np.errstate(over="ignore"):
+        out = x.astype(np.float16).view(np.uint16).copy()
+    bits = x.view(np.uint32)
+    nan = np.isnan(x)
+    out[nan] = ((bits[nan] >> 16) & 0x8000) | 0x7E00 | ((bits[nan] >> 13) & 0x1FF)
+    return out.view(np.float16)
+
+
+class NumpyCast:
+    name = "numpy f32->f16"
+
+    def __init__(self, flip_input=None):
+        self.flip_input = flip_input  # an f32 bit pattern whose result gets its low bit flipped
+
+    def convert(self, batch, recipe):
+        if (recipe["from"], recipe["to"], recipe["rounding"], recipe["overflow"], recipe["subnormals"]) != \
+                ("f32", "f16", "rne", "nosat", "keep"):
+            return None
+        out = numpy_f16(batch).view(np.uint16).copy()
+        if self.flip_input is not None:
+            out[np.asarray(batch).view(np.uint32) == self.flip_input] ^= 1
+        return out.view(np.float16)
+
+
+def test_a_right_subject_passes():
+    result = gate(NumpyCast(), "convert-ocp", require=["convert-ocp"])
+    assert result.passed and result.returncode == 0 and result.failures == []
+    (suite,) = result.suites
+    assert suite["name"] == "convert-ocp" and suite["mismatches"] == 0 and suite["errors"] == 0
+    assert suite["compared"] == 1 and suite["cases"] > 1000  # f16/rne-nosat-keep-after/f32.txt only
+    text = str(result)
+    assert text.startswith("subject: numpy f32->f16 (Python, in process)\nconvert-ocp: ")
+    assert "all match: 1 suite" in text
+
+
+def test_one_wrong_code_fails_with_the_element_named():
+    with pytest.raises(GateFailure) as e:
+        gate(NumpyCast(flip_input=0x40800000), "convert-ocp")
+    message = str(e.value)
+    assert e.value.result.returncode == 1
+    lines = [l for l in message.splitlines() if "0x40800000" in l]
+    assert len(lines) == 1, message
+    # The file, the input and both codes with their values, as `lowbit gate` prints a mismatch.
+    assert "convert-ocp f16/rne-nosat-keep-after/f32.txt case " in lines[0]
+    assert "input 0x40800000 (4): expected 0x4400 (4)" in lines[0] and "actual 0x4401 (" in lines[0]
+    assert "  why: 1 mismatching case" in message
+
+
+class DeclinesAll:
+    def convert(self, batch, recipe):
+        return None
+
+
+def test_nothing_compared_fails():
+    with pytest.raises(GateFailure) as e:
+        gate(DeclinesAll(), ["convert-ocp", "scheme-tensor"], max_report=1000)
+    assert e.value.result.cases == 0
+    assert "why: nothing was compared" in str(e.value)
+    # scheme-tensor needs quantize, which the subject lacks: skipped with that reason.
+    assert "has no quantize entry point" in str(e.value)
+    result = gate(DeclinesAll(), "convert-ocp", check=False)
+    assert not result.passed and result.returncode == 1
+
+
+def test_require_fails_a_suite_that_compared_nothing():
+    # convert-ocp compares cases, scheme-tensor none: passes unless scheme-tensor is required.
+    assert gate(NumpyCast(), ["convert-ocp", "scheme-tensor"]).passed
+    with pytest.raises(GateFailure) as e:
+        gate(NumpyCast(), ["convert-ocp", "scheme-tensor"], require=["scheme-*"])
+    assert "scheme-tensor" in "\n".join(e.value.result.failures)
+    with pytest.raises(ValueError, match="require: 'gemm-\\*' matches no suite of this run"):
+        gate(NumpyCast(), ["convert-ocp"], require=["gemm-*"])
+
+
+def test_min_cases():
+    with pytest.raises(GateFailure, match="why: "):
+        gate(NumpyCast(), "convert-ocp", min_cases=10**9)
+    with pytest.raises(ValueError, match="min_cases"):
+        gate(NumpyCast(), "convert-ocp", min_cases=0)
+
+
+class Raises:
+    def quantize(self, x, recipe):
+        raise RuntimeError("kernel launch failed")
+
+
+def test_a_raising_subject_is_an_error_of_each_case():
+    result = gate(Raises(), "scheme-tensor", check=False, max_report=1)
+    (suite,) = result.suites
+    assert suite["errors"] == len(suite["units"]) > 0 and suite["cases"] == 0
+    assert "the plugin's quantize failed: RuntimeError: kernel launch failed" in str(result)
+    assert "(1 of " in str(result) and "max_report=N shows more" in str(result)
+
+
+class WrongShape:
+    def gemm(self, a, b, recipe, **inputs):
+        return np.zeros((a.shape[0] + 1, b.shape[1]), np.float32)
+
+
+class WrongDtype:
+    def gemm(self, a, b, recipe, **inputs):
+        return np.zeros((a.shape[0], b.shape[1]), np.float64)
+
+
+def test_results_of_the_wrong_shape_or_dtype_are_errors_naming_them():
+    text = str(gate(WrongShape(), "gemm-f32-sequential", check=False, max_report=1))
+    assert "ValueError: d: shape (5, 3), expected (4, 3)" in text
+    text = str(gate(WrongDtype(), "gemm-f32-sequential", check=False, max_report=1))
+    assert "d: holds f64 values (dtype float64), not f32" in text
+
+
+def test_junit_and_json(tmp_path):
+    junit, report = tmp_path / "gate.xml", tmp_path / "gate.json"
+    with pytest.raises(GateFailure):
+        gate(NumpyCast(flip_input=0x40800000), ["convert-ocp"], junit=junit, json=report)
+    doc = json.loads(report.read_text())
+    assert doc["command"] == "gate" and doc["subject"] == "numpy f32->f16" and doc["passed"] is False
+    assert doc["totals"]["mismatching_cases"] == 1
+    root = ET.parse(junit).getroot()
+    failures = [tc for tc in root.iter("testcase") if tc.find("failure") is not None]
+    assert [tc.get("name") for tc in failures] == ["f16/rne-nosat-keep-after/f32.txt"]
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match="subject: object has none of convert, quantize, gemm"):
+        gate(object(), "convert-ocp")
+    with pytest.raises(ValueError, match="suite"):
+        gate(NumpyCast(), "no-such-suite")
+    with pytest.raises(ValueError, match="suites: empty"):
+        gate(NumpyCast(), [])
