@@ -17,6 +17,8 @@
 
 #include "lowbit/error.hpp"
 #include "lowbit/format.hpp"
+#include "lowbit/io.hpp"
+#include "lowbit/output.hpp"
 #include "lowbit/registry.hpp"
 #include "lowbit/text.hpp"
 
@@ -90,28 +92,14 @@ inline std::string read_all(const std::string& path, const std::string& option) 
   return ss.str();
 }
 
-// Write a file atomically (temporary + rename), or stdout for "-".
-inline void write_all(const std::string& path, const std::string& text, const std::string& option) {
-  if (path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-    return;
-  }
-  const std::string tmp = path + ".tmp-lowbit";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError(option + ": cannot write '" + path + "'");
-    out << text;
-    if (!out) {
-      std::filesystem::remove(tmp);
-      throw InputError(option + ": cannot write '" + path + "'");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw InputError(option + ": cannot write '" + path + "': " + ec.message());
+// Write a file through the one writer (lowbit/output.hpp), or stdout for "-"; a failure is an InputError
+// naming `option` and the file.  `inputs`: files the command read, which the output must not be.
+inline void write_all(const std::string& path, const std::string& text, const std::string& option,
+                      const std::vector<std::string>& inputs = {}) {
+  try {
+    io::write_output(path, text, io::OutputOptions{inputs});
+  } catch (const io::FileError& e) {
+    throw InputError(option + ": " + e.what());
   }
 }
 
@@ -144,6 +132,11 @@ void guarded(F&& body) {
     std::cerr << "lowbit: " << flag_of(e.argument) << ": " << e.what() << "\n";
     throw CLI::RuntimeError(2);
   } catch (const std::invalid_argument& e) {
+    std::fflush(stdout);
+    std::cerr << "lowbit: " << e.what() << "\n";
+    throw CLI::RuntimeError(2);
+  } catch (const io::FileError& e) {
+    // A file the subcommand did not word itself: the message names the file and the byte.
     std::fflush(stdout);
     std::cerr << "lowbit: " << e.what() << "\n";
     throw CLI::RuntimeError(2);

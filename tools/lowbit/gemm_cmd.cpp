@@ -165,13 +165,13 @@ void write_result(const GemmOptions& o, const std::vector<std::uint64_t>& d, boo
     for (std::uint64_t v : qformat ? quantized : d)
       for (int b = 0; b < width; ++b) bytes.push_back(static_cast<std::uint8_t>(v >> (8 * b)));
     try {
-      io::write_npy(o.out, dtype, shape, bytes);
+      io::write_npy(o.out, dtype, shape, bytes, io::OutputOptions{{o.a, o.b}});
     } catch (const io::FileError& e) {
       throw InputError(std::string("--out: ") + e.what());
     }
     return;
   }
-  write_all(o.out, out.dump() + "\n", "--out");
+  write_all(o.out, out.dump() + "\n", "--out", {o.a, o.b});
 }
 
 // `lowbit gemm --list-models`: name, tab, what it computes (a model: k, F and its source); --json: every row.

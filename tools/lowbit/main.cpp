@@ -6,12 +6,15 @@
 // parsing and the last word on errors.
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <string>
 
 #include "commands.hpp"
+#include "lowbit/io.hpp"
 
 #ifndef LOWBIT_VERSION
 #define LOWBIT_VERSION "0.0.0"
@@ -26,6 +29,17 @@ int internal_error(const char* what) {
   std::cerr << "lowbit: internal error: " << what
             << "\nlowbit: this is a bug in lowbit " LOWBIT_VERSION
                "; please report it with the command line and the input that caused it\n";
+  return 2;
+}
+
+// Standard output is an output like any file: a write that failed (a full disk, /dev/full, a closed
+// descriptor) is an error, exit 2, even when the command itself succeeded.
+int finish(int code) {
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || !std::cout;
+  if (!failed) return code;
+  const int e = errno;
+  std::cerr << "lowbit: standard output: write failed" << (e != 0 ? std::string(": ") + std::strerror(e) : "")
+            << "\n";
   return 2;
 }
 
@@ -56,9 +70,14 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {
-    return e.get_exit_code();
+    return finish(e.get_exit_code());
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
+    if (e.get_exit_code() == 0) return finish(app.exit(e));
+    std::cerr << "lowbit: " << e.what() << "\n";
+    return 2;
+  } catch (const lowbit::io::FileError& e) {
+    // A file error no subcommand worded: it names the file (and the byte) itself.
+    std::fflush(stdout);
     std::cerr << "lowbit: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
@@ -66,6 +85,5 @@ int main(int argc, char** argv) {
   } catch (...) {
     return internal_error("an exception of unknown type");
   }
-  std::fflush(stdout);
-  return 0;
+  return finish(0);
 }

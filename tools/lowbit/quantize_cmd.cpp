@@ -220,9 +220,9 @@ void run_quantize_text(const QuantizeOptions& o) {
     const json sj = state_json(st);
     out["amax_history"] = sj["history"];
     out["scale"] = sj["scale"];
-    if (!o.state.empty()) write_all(o.state, sj.dump(1) + "\n", "--state");
+    if (!o.state.empty()) write_all(o.state, sj.dump(1) + "\n", "--state", {o.in});
   }
-  write_all(o.out, out.dump() + "\n", "--out");
+  write_all(o.out, out.dump() + "\n", "--out", {o.in, o.state});
 }
 
 void run_dequantize_text(const DequantizeOptions& o) {
@@ -306,7 +306,7 @@ void run_dequantize_text(const DequantizeOptions& o) {
       s += hex(std::bit_cast<std::uint32_t>(f), 8) + "\n";
     }
   }
-  write_all(o.out, s, "--out");
+  write_all(o.out, s, "--out", {o.in});
 }
 
 // ---- shared: recipe, packing, scale layouts -------------------------------------------------------
@@ -389,54 +389,19 @@ struct OutFile {
   std::vector<std::uint8_t> bytes;
 };
 
-// Write `files` into DIR as a whole: into a fresh sibling directory, then renamed into place.  An
-// existing DIR is replaced only when it is empty or a previous quantized directory (holds
-// quantized.json); on any failure nothing of the new output remains and DIR is as it was.
-void write_dir_atomic(const std::string& dir, const std::vector<OutFile>& files) {
-  const fs::path target = fs::path(dir).lexically_normal();
-  if (!target.has_filename() || target.filename() == "." || target.filename() == "..")
-    throw InputError("--out: '" + dir + "' is not a directory name");
-  std::error_code ec;
-  const bool exists = fs::exists(fs::symlink_status(target, ec));
-  if (exists) {
-    if (!fs::is_directory(fs::symlink_status(target, ec)))
-      throw InputError("--out: '" + dir + "' exists and is not a directory");
-    if (!fs::is_empty(target, ec) && !fs::exists(target / "quantized.json", ec))
-      throw InputError("--out: '" + dir + "' is a directory with other files (no quantized.json); not replacing it");
-  }
-  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  fs::path tmp;
-  for (int attempt = 0;; ++attempt) {
-    tmp = parent / ("." + target.filename().string() + ".tmp-lowbit-" + std::to_string(::getpid()) + "-" +
-                    std::to_string(attempt));
-    if (fs::create_directory(tmp, ec)) break;
-    if (ec || attempt > 100) throw InputError("--out: cannot create a directory beside '" + dir + "': " + ec.message());
-  }
+// Write `files` into DIR as a whole, by the one writer (lowbit/output.hpp): a new folder swapped in at the
+// end.  An existing DIR is replaced only when it is empty or a previous quantized folder (holds
+// quantized.json) that does not hold `input`; on any failure DIR is as it was.
+void write_dir_atomic(const std::string& dir, const std::vector<OutFile>& files, const std::string& input) {
   try {
+    io::FolderOutput out(dir, {.marker = "quantized.json", .inputs = {input}});
     for (const OutFile& f : files) {
-      const std::string path = (tmp / f.name).string();
       const std::span<const std::uint8_t> part(f.bytes);
-      io::write_file_atomic(path, std::span<const std::span<const std::uint8_t>>(&part, 1));
+      out.add(f.name, std::span<const std::span<const std::uint8_t>>(&part, 1));
     }
-    if (exists) {
-      const fs::path old = parent / ("." + target.filename().string() + ".old-lowbit-" + std::to_string(::getpid()));
-      fs::rename(target, old);
-      try {
-        fs::rename(tmp, target);
-      } catch (...) {
-        fs::rename(old, target, ec);
-        throw;
-      }
-      fs::remove_all(old, ec);
-    } else {
-      fs::rename(tmp, target);
-    }
-  } catch (const fs::filesystem_error& e) {
-    fs::remove_all(tmp, ec);
-    throw InputError("--out: cannot write '" + dir + "': " + e.code().message());
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
+    out.commit();
+  } catch (const io::FileError& e) {
+    throw InputError(std::string("--out: ") + e.what());
   }
 }
 
@@ -496,8 +461,9 @@ void run_quantize_files(const QuantizeOptions& o) {
   }
   const std::string text = out.dump(1) + "\n";
   files.push_back({"quantized.json", std::vector<std::uint8_t>(text.begin(), text.end())});
-  write_dir_atomic(o.out, files);
-  if (so.scheme == S::Scheme::delayed && !o.state.empty()) write_all(o.state, state_json(st).dump(1) + "\n", "--state");
+  write_dir_atomic(o.out, files, o.in);
+  if (so.scheme == S::Scheme::delayed && !o.state.empty())
+    write_all(o.state, state_json(st).dump(1) + "\n", "--state", {o.in});
 }
 
 // ---- checkpoint mode: A.safetensors -> B.safetensors ---------------------------------------------
@@ -556,7 +522,7 @@ void run_quantize_checkpoint(const QuantizeOptions& o) {
     meta[w + ".layout"] = name(*layout);
     meta[w + ".packing"] = name(packing);
   }
-  io::write_safetensors(o.out, out_tensors, meta);
+  io::write_safetensors(o.out, out_tensors, meta, io::OutputOptions{{o.in}});
 }
 
 void run_quantize(const QuantizeOptions& o) {
@@ -719,7 +685,7 @@ void run_dequantize_dir(const DequantizeOptions& o) {
   const std::vector<double> v = S::dequantize(q);
   std::vector<float> f(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) f[i] = static_cast<float>(v[i]);  // exact product, one rounding
-  io::write_npy(o.out, io::Tensor::from_values<float>(io::DType::f32, shape, f));
+  io::write_npy(o.out, io::Tensor::from_values<float>(io::DType::f32, shape, f), io::OutputOptions{{o.in}});
 }
 
 void run_dequantize(const DequantizeOptions& o) {

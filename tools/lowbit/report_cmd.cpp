@@ -749,25 +749,7 @@ int run_renderer(const std::string& script, const std::string& report) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-void write_file(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp." + std::to_string(getpid()));
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.flush();
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw InputError("--out: cannot write '" + tmp.string() + "'");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw InputError("--out: cannot write '" + path.string() + "': " + ec.message());
-  }
-}
+void write_file(const fs::path& path, const std::string& text) { write_all(path.string(), text, "--out"); }
 
 void run_report(const ReportOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
