@@ -246,3 +246,273 @@ def test_check_damaged_golden_set(tmp_path, case):
     out, err = fails(["check", "--vectors", golden, "--results", results, "--junit", tmp_path / "j.xml"], *culprits)
     assert "golden set damaged" in err
     assert leftovers(tmp_path) == []  # no JUnit file for a damaged set
+
+
+# ---- the one writer (reference/include/lowbit/output.hpp): nothing lost, nothing replaced -------------------
+# Every case asserts the exit status, the message and the file system afterwards: the previous output
+# byte for byte, no temporary (.lowbit-tmp-*) and no lock file (.lowbit-lock-*) left.
+
+GEMM_JSON = b'{"m": 1, "n": 1, "k": 1, "a": ["0x38"], "b": ["0x38"]}'
+GEMM_OUT = b'{"d":["0x3f800000"]}\n'  # 1 x 1: e4m3 0x38 is 1.0, the exact product 1.0 in f32
+OLD = b"previous output\n"
+
+
+def gemm_to(out, env=None, **kw):
+    p = subprocess.run([LOWBIT, "gemm", "--model", "exact", "--a", "-", "--out", str(out)], input=GEMM_JSON,
+                       capture_output=True, check=False, timeout=120, env={**os.environ, **(env or {})}, **kw)
+    return p.returncode, p.stdout, p.stderr.decode(errors="replace")
+
+
+def writer_debris(d):
+    return sorted(p.name for p in Path(d).iterdir() if p.name.startswith((".lowbit-tmp-", ".lowbit-lock-")))
+
+
+@pytest.mark.parametrize("fault,at", [("ENOSPC", 1), ("EIO", 1)])
+def test_a_failed_write_keeps_the_previous_file(tmp_path, fault, at):
+    out = tmp_path / "out.json"
+    out.write_bytes(OLD)
+    rc, stdout, err = gemm_to(out, {"LOWBIT_FAULT_WRITE": f"{fault}:{at}"})
+    assert rc == 2 and err.startswith("lowbit: --out: ") and str(out) in err and "byte 0: write failed" in err, err
+    assert os.strerror(getattr(__import__("errno"), fault)) in err
+    assert stdout == b"" and out.read_bytes() == OLD and writer_debris(tmp_path) == []
+
+
+def test_the_fault_point_is_real_and_the_control_run_writes(tmp_path):
+    out = tmp_path / "out.json"
+    out.write_bytes(OLD)
+    rc, _, err = gemm_to(out, {"LOWBIT_FAULT_WRITE": "ENOSPC:2"})  # only one write is made: no fault
+    assert rc == 0, err
+    assert out.read_bytes() == GEMM_OUT and writer_debris(tmp_path) == []
+
+
+@pytest.mark.parametrize("at", [1, 3, 12])
+def test_a_failed_write_in_a_suite_leaves_no_suite(tmp_path, at):
+    rc, out, err = run_env(["vectors", "generate", "--suite", "scheme-nvfp4-1level", "--out", tmp_path / "s"],
+                           {"LOWBIT_FAULT_WRITE": f"ENOSPC:{at}"})
+    assert rc == 2 and "--out: " in err and "write failed: No space left on device" in err, err
+    assert "files written" not in out.decode()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def run_env(args, env, **kw):
+    p = subprocess.run([LOWBIT, *map(str, args)], capture_output=True, check=False, timeout=300,
+                       env={**os.environ, **env}, **kw)
+    return p.returncode, p.stdout, p.stderr.decode(errors="replace")
+
+
+def test_a_failed_write_keeps_the_previous_quantized_folder(tmp_path):
+    (tmp_path / "in.npy").write_bytes(npy(shape=(2, 32), data=struct.pack("<64f", *range(64))))
+    q = tmp_path / "q"
+    rc, _, err = run(["quantize", "--scheme", "mx", "--in", tmp_path / "in.npy", "--out", q])
+    assert rc == 0, err
+    before = {p.name: p.read_bytes() for p in q.iterdir()}
+    rc, _, err = run_env(["quantize", "--scheme", "mx", "--element", "e5m2", "--in", tmp_path / "in.npy", "--out", q],
+                         {"LOWBIT_FAULT_WRITE": "EIO:2"})
+    assert rc == 2 and "--out: " in err and "Input/output error" in err, err
+    assert {p.name: p.read_bytes() for p in q.iterdir()} == before and writer_debris(tmp_path) == []
+
+
+def test_stdout_write_errors_are_exit_2():
+    with open("/dev/full", "wb") as full:
+        p = subprocess.run([LOWBIT, "formats"], stdout=full, stderr=subprocess.PIPE, check=False, timeout=60)
+    assert p.returncode == 2 and b"lowbit: standard output: write failed: No space left on device" in p.stderr
+    with open("/dev/full", "wb") as full:
+        p = subprocess.run([LOWBIT, "gemm", "--model", "exact", "--a", "-", "--out", "-"], input=GEMM_JSON,
+                           stdout=full, stderr=subprocess.PIPE, check=False, timeout=60)
+    assert p.returncode == 2 and b"standard output" in p.stderr and b"No space left on device" in p.stderr
+    # A closed standard output.
+    p = subprocess.run(["sh", "-c", f'"{LOWBIT}" formats >&-'], stderr=subprocess.PIPE, check=False, timeout=60)
+    assert p.returncode == 2 and b"standard output: write failed" in p.stderr
+
+
+def test_rlimit_fsize_is_a_write_error_and_keeps_the_previous_file(tmp_path):
+    import resource
+    import signal
+    out = tmp_path / "out.npy"
+    out.write_bytes(OLD)
+    (tmp_path / "inA.npy").write_bytes(npy(descr="|u1", shape=(64, 64), data=b"\x38" * 4096))
+    (tmp_path / "inB.npy").write_bytes(npy(descr="|u1", shape=(64, 64), data=b"\x38" * 4096))
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write() then fails with EFBIG instead of a signal
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))
+
+    p = subprocess.run([LOWBIT, "gemm", "--model", "exact", "--a", tmp_path / "inA.npy", "--a-format", "e4m3",
+                        "--b", tmp_path / "inB.npy", "--b-format", "e4m3", "--out", out],
+                       capture_output=True, check=False, timeout=120, preexec_fn=limit)
+    err = p.stderr.decode()
+    assert p.returncode == 2 and str(out) in err and "byte 1024: write failed: File too large" in err, err
+    assert out.read_bytes() == OLD and writer_debris(tmp_path) == []
+
+
+def test_a_real_full_file_system(tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("mounting a tmpfs is not permitted here (needs CAP_SYS_ADMIN); the fault point covers ENOSPC")
+    try:
+        (mnt / "out.json").write_bytes(OLD)
+        rc, out, err = run(["vectors", "generate", "--suite", "convert16-cuda", "--out", mnt / "s"])
+        assert rc == 2 and "No space left on device" in err and "files written" not in out.decode(), err
+        assert sorted(p.name for p in mnt.iterdir()) == ["out.json"]
+        assert (mnt / "out.json").read_bytes() == OLD
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+@pytest.mark.parametrize("kind", ["symlink-to-file", "dangling-symlink", "fifo", "socket", "folder"])
+def test_a_target_that_is_not_a_file_is_refused(tmp_path, kind):
+    import socket
+    target = tmp_path / "out.json"
+    victim = tmp_path / "in-victim"
+    victim.write_bytes(OLD)
+    if kind == "symlink-to-file":
+        target.symlink_to(victim)
+    elif kind == "dangling-symlink":
+        target.symlink_to(tmp_path / "in-nowhere")
+    elif kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "socket":
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(target))
+    else:
+        target.mkdir()
+    rc, out, err = gemm_to(target)
+    words = {"symlink-to-file": "symbolic link", "dangling-symlink": "symbolic link", "fifo": "FIFO",
+             "socket": "socket", "folder": "folder"}[kind]
+    assert rc == 2 and f"--out: {target}: exists and is a" in err and words in err, err
+    assert out == b"" and victim.read_bytes() == OLD and writer_debris(tmp_path) == []
+    assert not (tmp_path / "in-nowhere").exists()
+    if kind.endswith("symlink"):
+        assert target.is_symlink()
+
+
+@pytest.mark.parametrize("device", ["/dev/null", "/dev/stdout", "/dev/full"])
+def test_a_device_or_its_link_is_refused(device):
+    before = os.lstat(device)
+    rc, out, err = gemm_to(device)
+    assert rc == 2 and f"--out: {device}: exists and is a" in err, err
+    after = os.lstat(device)
+    assert (before.st_ino, before.st_mode) == (after.st_ino, after.st_mode)
+
+
+def test_a_device_node_in_a_scratch_folder_is_not_replaced(tmp_path):
+    node = tmp_path / "out.json"
+    try:
+        os.mknod(node, 0o666 | __import__("stat").S_IFCHR, os.makedev(1, 3))  # the null device
+    except PermissionError:
+        pytest.skip("making a device node needs CAP_MKNOD; /dev/null is tested above")
+    rc, _, err = gemm_to(node)
+    assert rc == 2 and "character device" in err, err
+    assert __import__("stat").S_ISCHR(os.lstat(node).st_mode) and writer_debris(tmp_path) == []
+
+
+def test_planted_temporaries_are_not_followed_and_stale_ones_are_removed(tmp_path):
+    victim = tmp_path / "in-victim"
+    victim.write_bytes(OLD)
+    # A link under a temporary's name (prefix, target name, 16 hex digits), and the old predictable names.
+    planted = [".lowbit-tmp-out.json-0123456789abcdef", "out.json.tmp-lowbit", ".out.json.tmp.1"]
+    for name in planted:
+        (tmp_path / name).symlink_to(victim)
+    stale = tmp_path / ".lowbit-tmp-out.json-fedcba9876543210"  # a file a killed run left
+    stale.write_bytes(b"half")
+    other = tmp_path / ".lowbit-tmp-out.json.bak-fedcba9876543210"  # another target's
+    other.write_bytes(b"not ours")
+    rc, _, err = gemm_to(tmp_path / "out.json")
+    assert rc == 0, err
+    assert (tmp_path / "out.json").read_bytes() == GEMM_OUT and victim.read_bytes() == OLD
+    assert all((tmp_path / name).is_symlink() for name in planted)  # links are left alone, never followed
+    assert not stale.exists() and other.read_bytes() == b"not ours"
+    # A planted lock-file link is not followed either: refused, naming the lock.
+    (tmp_path / ".lowbit-lock-x.json").symlink_to(victim)
+    rc, _, err = gemm_to(tmp_path / "x.json")
+    assert rc == 2 and ".lowbit-lock-x.json" in err and victim.read_bytes() == OLD, err
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_concurrent_runs_into_one_file_leave_one_whole_output(tmp_path):
+    out = tmp_path / "out.json"
+    procs = [subprocess.Popen([LOWBIT, "gemm", "--model", "exact", "--a", "-", "--out", str(out)],
+                              stdin=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(8)]
+    for p in procs:
+        p.communicate(GEMM_JSON, timeout=120)
+    assert [p.returncode for p in procs] == [0] * 8
+    assert out.read_bytes() == GEMM_OUT and writer_debris(tmp_path) == []
+
+
+def _suite_intact(d):
+    text = (d / "manifest.json").read_bytes()
+    assert (d / "manifest.json.sha256").read_text() == hashlib.sha256(text).hexdigest() + "  manifest.json\n"
+    for f in json.loads(text)["files"]:
+        assert hashlib.sha256((d / f["path"]).read_bytes()).hexdigest() == f["sha256"], f["path"]
+
+
+def test_concurrent_suite_runs_into_one_folder(tmp_path):
+    out = tmp_path / "s"
+    procs = [subprocess.Popen([LOWBIT, "vectors", "generate", "--suite", "scheme-mx", "--out", str(out)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(3)]
+    results = [(p.wait(timeout=300), p.stderr.read().decode()) for p in procs]
+    assert sorted(rc for rc, _ in results) == [0, 2, 2], results
+    for rc, err in results:
+        if rc == 2:
+            assert "exists and is not an empty folder" in err, err
+    _suite_intact(out)
+    assert writer_debris(tmp_path) == []
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM", "SIGINT"])
+def test_a_signal_mid_write_keeps_the_previous_output(tmp_path, sig):
+    import signal
+    import time
+    (tmp_path / "in.npy").write_bytes(npy(shape=(256, 256), data=b"\x00\x00\x80\x3f" * 65536))
+    q = tmp_path / "q"
+    rc, _, err = run(["quantize", "--scheme", "mx", "--in", tmp_path / "in.npy", "--out", q])
+    assert rc == 0, err
+    before = {p.name: p.read_bytes() for p in q.iterdir()}
+    # Stopped by the writer's fault point just before its second write (the folder half built), then
+    # signalled, then continued so that a caught or default SIGTERM/SIGINT is delivered.
+    p = subprocess.Popen([LOWBIT, "quantize", "--scheme", "mx", "--element", "e5m2", "--in", str(tmp_path / "in.npy"),
+                          "--out", str(q)], env={**os.environ, "LOWBIT_FAULT_WRITE": "STOP:2"})
+    deadline = time.time() + 60
+    while time.time() < deadline and not _stopped(p.pid):
+        time.sleep(0.02)
+    assert _stopped(p.pid), "the writer never reached its second write"
+    os.kill(p.pid, getattr(signal, sig))
+    os.kill(p.pid, signal.SIGCONT)
+    p.wait(timeout=60)
+    assert p.returncode == -getattr(signal, sig)
+    assert {f.name: f.read_bytes() for f in q.iterdir()} == before
+    assert writer_debris(tmp_path)  # the killed run's staging folder and lock file are still there
+    # The next run removes what the killed one left, and replaces the folder whole.
+    rc, _, err = run(["quantize", "--scheme", "mx", "--element", "e5m2", "--in", tmp_path / "in.npy", "--out", q])
+    assert rc == 0, err
+    assert {f.name: f.read_bytes() for f in q.iterdir()} != before and writer_debris(tmp_path) == []
+
+
+def _stopped(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("T")
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def test_output_that_is_an_input_is_refused(tmp_path):
+    src = tmp_path / "in.safetensors"
+    src.write_bytes(safetensors({"w": ("F32", (2, 32), W, None)}))
+    before = src.read_bytes()
+    _, err = fails(["quantize", "--scheme", "mx", "--in", src, "--out", src], "in.safetensors", "is the input")
+    assert src.read_bytes() == before
+    # The same file through a hard link.
+    os.link(src, tmp_path / "in-link.safetensors")
+    fails(["quantize", "--scheme", "mx", "--in", src, "--out", tmp_path / "in-link.safetensors"], "is the input")
+    assert src.read_bytes() == before and writer_debris(tmp_path) == []
+
+
+def test_a_quantized_folder_holding_the_input_is_not_replaced(tmp_path):
+    (tmp_path / "in.npy").write_bytes(npy(shape=(2, 32), data=struct.pack("<64f", *range(64))))
+    q = tmp_path / "q"
+    assert run(["quantize", "--scheme", "mx", "--in", tmp_path / "in.npy", "--out", q])[0] == 0
+    (q / "w.npy").write_bytes((tmp_path / "in.npy").read_bytes())
+    before = {p.name: p.read_bytes() for p in q.iterdir()}
+    fails(["quantize", "--scheme", "mx", "--in", q / "w.npy", "--out", q], "--out", "holds the input")
+    assert {p.name: p.read_bytes() for p in q.iterdir()} == before and writer_debris(tmp_path) == []

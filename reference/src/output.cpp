@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -36,6 +37,8 @@ std::string errno_text(int e) { return std::strerror(e); }
 
 // ---- fault injection (LOWBIT_FAULT_WRITE) -------------------------------------------------------------
 
+constexpr int stop = -1;  // the "error" that stops the process instead (SIGSTOP), then writes on
+
 struct Fault {
   int error = 0;       // errno to fail with; 0: no fault
   long long at = 0;    // which write fails, counting from 1
@@ -52,7 +55,7 @@ Fault& fault() {
     const auto colon = s.find(':');
     if (colon == std::string::npos) return;
     const std::string name = s.substr(0, colon);
-    const int e = name == "ENOSPC" ? ENOSPC : name == "EIO" ? EIO : name == "EFBIG" ? EFBIG : 0;
+    const int e = name == "ENOSPC" ? ENOSPC : name == "EIO" ? EIO : name == "EFBIG" ? EFBIG : name == "STOP" ? stop : 0;
     char* end = nullptr;
     const long long n = std::strtoll(s.c_str() + colon + 1, &end, 10);
     if (e != 0 && end && *end == '\0' && n > 0) f = Fault{e, n, 0};
@@ -70,8 +73,12 @@ int write_fully(int fd, std::span<const std::uint8_t> bytes, std::uint64_t& writ
       const std::lock_guard<std::mutex> lock(m);
       Fault& f = fault();
       if (f.error != 0 && ++f.seen == f.at) {
-        errno = f.error;
-        return -1;
+        if (f.error == stop) {
+          ::raise(SIGSTOP);
+        } else {
+          errno = f.error;
+          return -1;
+        }
       }
     }
     const ssize_t put = ::write(fd, bytes.data() + done, bytes.size() - done);

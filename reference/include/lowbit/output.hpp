@@ -22,7 +22,8 @@
 //
 // Fault injection for tests: LOWBIT_FAULT_WRITE="<ENOSPC|EIO|EFBIG>:<n>" in the environment makes the
 // n-th write(2) of this process made by this writer (counting from 1, standard output included) fail
-// with that error, as a full disk or a failing device would.  It is read once, at the first write.
+// with that error, as a full disk or a failing device would; "STOP:<n>" stops the process (SIGSTOP) just
+// before its n-th write instead, so that a test can signal it there.  It is read once, at the first write.
 #pragma once
 
 #include <cstdint>
