@@ -516,3 +516,69 @@ def test_a_quantized_folder_holding_the_input_is_not_replaced(tmp_path):
     before = {p.name: p.read_bytes() for p in q.iterdir()}
     fails(["quantize", "--scheme", "mx", "--in", q / "w.npy", "--out", q], "--out", "holds the input")
     assert {p.name: p.read_bytes() for p in q.iterdir()} == before and writer_debris(tmp_path) == []
+
+
+# ---- strict numbers: read in full, range-checked, never clamped or defaulted --------------------------------
+
+FOUR = b"0x3f800000 0x3f800000 0x3f800000 0x3f800000"
+
+
+@pytest.mark.parametrize("args,culprits", [
+    # 2147483647 segfaulted (signed overflow in (cols + block - 1) / block); 0 and '' silently meant 32.
+    (["--block", "2147483647"], ["--block", "2147483647 is outside 1..1048576"]),
+    (["--block", "2147483645"], ["--block", "outside"]),
+    (["--block", "1048577"], ["--block", "outside"]),
+    (["--block", "0"], ["--block", "0 is outside"]),
+    (["--block", ""], ["--block", "'' is not a whole number"]),
+    (["--block", "4abc"], ["--block", "'4abc' is not a whole number"]),
+    (["--block", "0x20"], ["--block", "'0x20'"]),
+    (["--block", "3e1"], ["--block", "'3e1'"]),
+    (["--axis", "2"], ["--axis", "outside 0..1"]),
+    (["--sr-bits", "33"], ["--sr-bits", "outside"]),
+])
+def test_quantize_file_mode_numbers(tmp_path, args, culprits):
+    (tmp_path / "in.npy").write_bytes(npy(shape=(2, 32), data=struct.pack("<64f", *range(64))))
+    out, _ = fails(["quantize", "--scheme", "mx", *args, "--in", tmp_path / "in.npy", "--out", tmp_path / "q"],
+                   *culprits)
+    assert out == b"" and leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("args,culprits", [
+    (["--shape", "2,2,2"], ["--shape", "'2,2,2'"]),
+    (["--shape", "4abc"], ["--shape", "'4abc'"]),
+    (["--shape", "1,4junk"], ["--shape", "'1,4junk'"]),
+    (["--shape", "-4"], ["--shape", "'-4'"]),
+    (["--shape", "2147483648"], ["--shape", "2147483648"]),
+    # An option of another scheme is refused, not ignored (the schemes' rows, reference/src/scale_schemes.cpp).
+    (["--block", "4"], ["--block", "does not apply to the tensor scheme"]),
+])
+def test_quantize_text_mode_numbers(args, culprits):
+    out, _ = fails(["quantize", "--scheme", "tensor", *args, "--in", "-", "--out", "-"], *culprits, stdin=FOUR)
+    assert out == b""
+
+
+def test_a_seed_beyond_64_bits_is_refused_not_clamped(tmp_path):
+    fails(["vectors", "generate", "--suite", "scheme-mx", "--seed", str(1 << 64), "--out", tmp_path / "s"],
+          "--seed", f"{1 << 64} is outside 0..{(1 << 63) - 1}")
+    fails(["vectors", "generate", "--suite", "scheme-mx", "--seed", "1x", "--out", tmp_path / "s"], "--seed", "'1x'")
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("field,culprits", [
+    ('"shape": [4.5]', ['"shape" must be a whole number, not 4.5']),
+    ('"shape": [4294967297]', ['"shape": 4294967297 is outside']),  # wrapped to 1 before
+    ('"shape": ["4"]', ['"shape" must be a whole number']),
+    ('"shape": [0]', ['"shape": 0 is outside']),
+    ('"shape": [2, -1]', ['"shape": -1 is outside']),
+    ('"block": [1, 2.5]', ['"block"[1] must be a whole number']),
+    ('"block": [1]', ['"block" must be [R, C]']),
+    ('"scheme": 5, "x": 0', ['"scheme" must be a string']),
+])
+def test_dequantize_json_numbers(field, culprits):
+    base = {"scheme": '"mx"', "element": '"e2m1"', "shape": "[4]", "block": "[1, 32]", "codes": '["0x4"]',
+            "scales": '["0x7e"]'}
+    key = field.split('"')[1]
+    base[key] = field.split(": ", 1)[1].split(', "x"')[0]
+    text = "{" + ", ".join(f'"{k}": {v}' for k, v in base.items()) + "}"
+    out, _ = fails(["dequantize", "--in", "-"], "--in", *culprits, stdin=text.encode())
+    assert out == b""

@@ -3,7 +3,9 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <climits>
 #include <cstdint>
+#include <limits>
 #include <cstdio>
 #include <filesystem>
 #include <algorithm>
@@ -39,6 +41,46 @@ inline std::uint64_t parse_hex_field(const nlohmann::json& j, const std::string&
   const std::uint64_t v = *parsed;
   if (bits < 64 && (v >> bits) != 0) throw InputError(what + ": " + s + " is wider than " + std::to_string(bits) + " bits");
   return v;
+}
+
+// An integer option read in full and range-checked before CLI11 converts it: an optional '-', then decimal
+// digits, nothing else (no empty value, no "4abc", no "0x10", no "1e3"), and lo <= value <= hi.  Without it
+// CLI11 turns '' into 0 and clamps a value beyond the type.  Attach with ->check(whole_number(lo, hi)).
+inline CLI::Validator whole_number(long long lo, long long hi) {
+  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+  return CLI::Validator(
+      [lo, hi, range](std::string& s) -> std::string {
+        const bool negative = !s.empty() && s[0] == '-';
+        const std::string digits = negative ? s.substr(1) : s;
+        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
+          return "'" + s + "' is not a whole number in " + range;
+        if (digits.size() > 19) return s + " is outside " + range;
+        // 19 digits fit an unsigned 64-bit value; compare in it before narrowing.
+        const unsigned long long magnitude = std::stoull(digits);
+        const bool in_range =
+            negative ? (lo < 0 && magnitude <= static_cast<unsigned long long>(-(lo + 1)) + 1)
+                     : (hi >= 0 && magnitude <= static_cast<unsigned long long>(hi) &&
+                        (lo <= 0 || magnitude >= static_cast<unsigned long long>(lo)));
+        if (!in_range) return s + " is outside " + range;
+        return std::string{};
+      },
+      "INT in " + range, "whole_number");
+}
+
+// A JSON integer in lo..hi (not 4.5, not "4", not 4294967297 narrowed to 1); `what` names the key.
+inline int json_int(const nlohmann::json& v, const std::string& what, int lo, int hi) {
+  if (!v.is_number_integer()) throw InputError(what + " must be a whole number, not " + v.dump().substr(0, 40));
+  const bool in_range = v.is_number_unsigned() ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) &&
+                                                     v.get<std::uint64_t>() >= static_cast<std::uint64_t>(std::max(lo, 0))
+                                               : v.get<std::int64_t>() >= lo && v.get<std::int64_t>() <= hi;
+  if (!in_range) throw InputError(what + ": " + v.dump() + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
+  return static_cast<int>(v.get<std::int64_t>());
+}
+
+// A JSON string; `what` names the key.
+inline std::string json_string(const nlohmann::json& v, const std::string& what) {
+  if (!v.is_string()) throw InputError(what + " must be a string, not " + v.dump().substr(0, 40));
+  return v.get<std::string>();
 }
 
 // A format by name or alias; InputError naming `option` when there is none.

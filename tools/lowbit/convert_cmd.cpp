@@ -360,7 +360,8 @@ void add_convert(CLI::App& app) {
   sub->add_option("--subnormals", co->subnormals, "keep, ftz, daz, ftz-daz (default keep)");
   sub->add_option("--tininess", co->tininess, "after (default) or before rounding");
   sub->add_option("--profile", co->profile, "ocp, cuda, ml_dtypes, llvm, te, torchao, microxcaling, p3109");
-  auto* sr = sub->add_option("--sr-bits", co->sr_bits, "Random bits N per value for sr-a/sr-b/sr-c (1..32)");
+  auto* sr = sub->add_option("--sr-bits", co->sr_bits, "Random bits N per value for sr-a/sr-b/sr-c (1..32)")
+                 ->check(whole_number(0, 32));
   sub->add_flag("--flags", co->flags, "Print the raised flags after each code");
   sub->add_flag("--raw", co->raw, "Packed little-endian binary in and out");
   sub->add_flag("--trace", co->trace, "Explain each conversion");

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli_util.hpp"
+#include "lowbit/scale.hpp"
 #include "commands.hpp"
 #include "lowbit/gemm.hpp"
 #include "lowbit/procedure.hpp"
@@ -306,7 +307,7 @@ void add_gemm(CLI::App& app) {
   sub->add_option("--a-scales", o->a_scales, "A's block scales (.npy of codes)");
   sub->add_option("--b-scales", o->b_scales, "B's block scales (.npy of codes)");
   sub->add_option("--scale-format", o->scale_format, "e8m0, ue4m3 or f32");
-  sub->add_option("--scale-block", o->scale_block, "K elements per scale");
+  sub->add_option("--scale-block", o->scale_block, "K elements per scale")->check(whole_number(1, lowbit::scale::max_block_side));
   sub->add_option("--alpha", o->alpha, "f32 bits (0x...)");
   sub->add_option("--beta", o->beta, "f32 bits (0x...)");
   sub->add_option("--scale-a", o->scale_a, "per-tensor A scale, f32 bits");

@@ -44,14 +44,24 @@ struct DequantizeOptions {
   bool exact = false;
 };
 
-// Parse "R,C" or "N".
+// Parse "R,C" or "N", each in full: decimal digits only (no sign, no trailing junk, no third dimension),
+// each side at most INT_MAX.
 std::pair<int, int> parse_shape(const std::string& s, std::size_t count) {
-  if (s.empty()) return {1, static_cast<int>(count)};
+  if (s.empty()) {
+    if (count > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      throw InputError("--in: " + std::to_string(count) + " values are more than a row can hold");
+    return {1, static_cast<int>(count)};
+  }
+  const auto side = [&](const std::string& t) {
+    if (t.empty() || t.size() > 10 || t.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoll(t) > std::numeric_limits<int>::max())
+      throw InputError("--shape: '" + s + "' is not R,C or N (whole numbers up to " +
+                       std::to_string(std::numeric_limits<int>::max()) + ")");
+    return static_cast<int>(std::stoll(t));
+  };
   const auto comma = s.find(',');
-  try {
-    if (comma == std::string::npos) return {1, std::stoi(s)};
-    return {std::stoi(s.substr(0, comma)), std::stoi(s.substr(comma + 1))};
-  } catch (...) { throw InputError("--shape: '" + s + "' is not R,C"); }
+  if (comma == std::string::npos) return {1, side(s)};
+  return {side(s.substr(0, comma)), side(s.substr(comma + 1))};
 }
 
 std::vector<float> read_values(const std::string& text, const Format& in_format) {
@@ -237,21 +247,23 @@ void run_dequantize_text(const DequantizeOptions& o) {
     return j.at(key);
   };
   S::Quantized q;
-  const std::string scheme = need("scheme").get<std::string>();
+  const std::string scheme = json_string(need("scheme"), "--in: \"scheme\"");
   const auto sc = parse<S::Scheme>(scheme == "block1x128" || scheme == "block128x128" ? "block" : scheme);
   if (!sc) throw InputError("--in: unknown scheme '" + scheme + "'");
   q.scheme = *sc;
-  q.element = find_format(need("element").get<std::string>());
+  q.element = find_format(json_string(need("element"), "--in: \"element\""));
   if (!q.element) throw InputError("--in: unknown element format");
   if (q.element->storage_bits() > 8)
     throw InputError(std::string("--in: \"element\" must be a format of at most 8 bits, not ") + q.element->name);
   const json& shape = need("shape");
   if (!shape.is_array() || shape.empty() || shape.size() > 2) throw InputError("--in: \"shape\" must be [N] or [R, C]");
-  q.rows = shape.size() == 2 ? shape[0].get<int>() : 1;
-  q.cols = shape.back().get<int>();
+  constexpr int int_max = std::numeric_limits<int>::max();
+  q.rows = shape.size() == 2 ? json_int(shape[0], "--in: \"shape\"[0]", 1, int_max) : 1;
+  q.cols = json_int(shape.back(), "--in: \"shape\"", 1, int_max);
   const json& block = need("block");
-  q.block_rows = block.at(0).get<int>();
-  q.block_cols = block.at(1).get<int>();
+  if (!block.is_array() || block.size() != 2) throw InputError("--in: \"block\" must be [R, C]");
+  q.block_rows = json_int(block[0], "--in: \"block\"[0]", 1, int_max);
+  q.block_cols = json_int(block[1], "--in: \"block\"[1]", 1, int_max);
   if (q.block_rows < 1 || q.block_cols < 1) throw InputError("--in: \"block\" must be positive");
   const bool transposed = j.value("axis", 1) == 0;
   if (transposed) std::swap(q.rows, q.cols);
@@ -708,8 +720,9 @@ void add_quantize(CLI::App& app) {
                 "tensor, delayed, channel, token, block1x128, block128x128, block, mx, nvfp4, nvfp4-2d, nvfp4-1level")
       ->required();
   q->add_option("--element", o->element, "Element format (default e4m3; e2m1 for NVFP4)");
-  q->add_option("--block", o->block, "Block length along the axis (mx 32, block 128, nvfp4 16)");
-  q->add_option("--axis", o->axis, "Axis the blocks run along: 1 (last, default) or 0");
+  q->add_option("--block", o->block, "Block length along the axis (mx 32, block 128, nvfp4 16)")
+      ->check(whole_number(1, scale::max_block_side));
+  q->add_option("--axis", o->axis, "Axis the blocks run along: 1 (last, default) or 0")->check(whole_number(0, 1));
   q->add_option("--direction", o->direction, "row (default), col (the transpose, own scales) or both");
   q->add_option("--scale-rule", o->scale_rule, "MX scale rule: floor (default), ceil, even, rceil, rne");
   q->add_option("--scale-format", o->scale_format, "f32 (default), pow2, ue8m0-packed");
@@ -720,8 +733,9 @@ void add_quantize(CLI::App& app) {
   q->add_option("--zero-scale", o->zero_scale, "NVFP4 zero block scale: kernel (FLT_MAX, default) or reference (0)");
   q->add_option("--profile", o->profile, "Profile for element rounding and scheme defaults (te: rceil, pow2)");
   q->add_option("--rounding", o->rounding, "Element rounding (default rne)");
-  q->add_option("--sr-bits", o->sr_bits, "Random bits per element for sr-a/sr-b/sr-c");
-  q->add_option("--sr-seed", o->sr_seed, "Draw the random bits from Philox4x32-10 with this seed");
+  q->add_option("--sr-bits", o->sr_bits, "Random bits per element for sr-a/sr-b/sr-c")->check(whole_number(1, 32));
+  q->add_option("--sr-seed", o->sr_seed, "Draw the random bits from Philox4x32-10 with this seed")
+      ->check(whole_number(0, std::numeric_limits<long long>::max()));
   q->add_option("--sr-bits-file", o->sr_bits_file, "One 0x hex random value per element");
   q->add_flag("--hadamard", o->hadamard, "NVFP4: apply the 16x16 random Hadamard transform first");
   q->add_option("--state", o->state, "Delayed scaling: read and write the amax history (JSON)");

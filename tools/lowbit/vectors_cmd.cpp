@@ -212,7 +212,7 @@ void add_vectors(CLI::App& app) {
   auto* gen = v->add_subcommand("generate", "Write a suite into a new folder");
   gen->add_option("--suite", o->suite, "Suite name (see `lowbit vectors list`)")->required();
   gen->add_option("--out", o->out, "Folder to create (it must not exist, or be empty)")->required();
-  gen->add_option("--seed", o->seed, "Seed of the random cases (default 1)");
+  gen->add_option("--seed", o->seed, "Seed of the random cases (default 1)")->check(whole_number(0, LLONG_MAX));
   auto* gen_shard = gen->add_option(
       "--shard", o->shard, "Write only part I of N of the suite's files or cases, for lowbit merge (1 <= I <= N)");
   gen->callback([o, gen_shard] {
@@ -241,7 +241,7 @@ void add_vectors(CLI::App& app) {
               "as check");
   gate->add_option("--plugin", o->plugin, "The subject: a shared library exporting lowbit_plugin_entry")->required();
   gate->add_option("--suite", o->suites, "Suites to run (repeatable; default: every committed suite)");
-  gate->add_option("--seed", o->seed, "Seed of the random cases (default 1)");
+  gate->add_option("--seed", o->seed, "Seed of the random cases (default 1)")->check(whole_number(0, LLONG_MAX));
   gate->add_option("--junit", o->junit, "Write JUnit XML here");
   gate->add_option("--max-report", o->max_report, "Mismatch lines to print (default 10)");
   auto* gate_shard = gate->add_option("--shard", o->shard,
