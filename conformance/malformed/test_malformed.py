@@ -582,3 +582,24 @@ def test_dequantize_json_numbers(field, culprits):
     text = "{" + ", ".join(f'"{k}": {v}' for k, v in base.items()) + "}"
     out, _ = fails(["dequantize", "--in", "-"], "--in", *culprits, stdin=text.encode())
     assert out == b""
+
+
+# ---- bounded text inputs: no unbounded read, no blocking open ---------------------------------------------
+
+def test_an_endless_stdin_is_refused_at_the_limit():
+    with open("/dev/zero", "rb") as zero:
+        p = subprocess.run([LOWBIT, "dequantize", "--in", "-"], stdin=zero, capture_output=True, check=False,
+                           timeout=120)
+    assert p.returncode == 2 and b"--in: '-' holds more than 1073741824 bytes" in p.stderr, p.stderr
+    assert p.stdout == b""
+
+
+@pytest.mark.parametrize("option", ["--state", "--sr-bits-file"])
+def test_a_fifo_or_device_as_a_named_input_is_refused_without_blocking(tmp_path, option):
+    fifo = tmp_path / "in-fifo"
+    os.mkfifo(fifo)
+    extra = ["--scheme", "delayed"] if option == "--state" else ["--scheme", "mx", "--rounding", "sr-a", "--sr-bits", "8"]
+    for culprit in (fifo, "/dev/zero"):
+        out, _ = fails(["quantize", *extra, option, culprit, "--in", "-", "--out", "-"], option,
+                       f"'{culprit}' is not a regular file", stdin=b"0x3f800000")
+        assert out == b""

@@ -3,7 +3,13 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <climits>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 #include <cstdio>
@@ -120,18 +126,44 @@ inline void print_table(const std::vector<std::vector<std::string>>& rows) {
   }
 }
 
-// Read all of stdin or a file.
+// The most bytes a text input (a JSON object, hex lines, a state file) may hold: 1 GiB, far beyond any
+// input lowbit's text modes are made for, so that /dev/zero or a runaway pipe as stdin is refused instead
+// of exhausting memory.
+inline constexpr std::size_t max_text_input_bytes = std::size_t{1} << 30;
+
+// Read all of stdin or a file, at most max_text_input_bytes.  A file that is not a regular file (a FIFO, a
+// device) is refused without blocking in open(); only stdin may be a pipe.
 inline std::string read_all(const std::string& path, const std::string& option) {
-  if (path == "-") {
-    std::ostringstream ss;
-    ss << std::cin.rdbuf();
-    return ss.str();
+  int fd = STDIN_FILENO;
+  if (path != "-") {
+    fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) throw InputError(option + ": cannot read '" + path + "': " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw InputError(option + ": '" + path + "' is not a regular file (only - reads a pipe)");
+    }
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(option + ": cannot read '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t got = ::read(fd, buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      const int e = errno;
+      if (fd != STDIN_FILENO) ::close(fd);
+      throw InputError(option + ": cannot read '" + path + "': " + std::strerror(e));
+    }
+    if (got == 0) break;
+    if (text.size() + static_cast<std::size_t>(got) > max_text_input_bytes) {
+      if (fd != STDIN_FILENO) ::close(fd);
+      throw InputError(option + ": '" + path + "' holds more than " + std::to_string(max_text_input_bytes) +
+                       " bytes (the limit of a text input)");
+    }
+    text.append(buf, static_cast<std::size_t>(got));
+  }
+  if (fd != STDIN_FILENO) ::close(fd);
+  return text;
 }
 
 // Write a file through the one writer (lowbit/output.hpp), or stdout for "-"; a failure is an InputError

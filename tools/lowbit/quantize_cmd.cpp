@@ -89,8 +89,8 @@ json hex_list(const std::vector<Code>& v, const Format& f) {
 S::DelayedState read_state(const std::string& path) {
   S::DelayedState st;
   if (path.empty()) return st;
-  std::ifstream probe(path);
-  if (!probe) return st;  // a new state file
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return st;  // a new state file (no open: a FIFO would block)
   json j;
   try {
     j = json::parse(read_all(path, "--state"));
