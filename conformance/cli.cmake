@@ -9,6 +9,7 @@ endif()
 
 set(_lowbit_py_tests
   cli_contract  cli/test_cli.py
+  cli_convert_streaming  cli/test_convert_streaming.py
   cli_schemes_gemm  cli/test_schemes_cli.py
   cli_checkpoint  cli/test_checkpoint_cli.py
   cli_result_path  cli/test_result_path.py

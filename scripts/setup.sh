@@ -30,10 +30,12 @@ packages=(
   build-essential cmake ninja-build pkg-config ccache
   libgmp-dev libmpfr-dev libeigen3-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
-  libcli11-dev nlohmann-json3-dev libhwy-dev libtbb-dev
+  libcli11-dev nlohmann-json3-dev libhwy-dev libtbb-dev libopenblas-dev
   # The sanitizer build and the fuzz targets (scripts/run-sanitize.sh): clang with libFuzzer and the
   # sanitizer runtimes (libclang-rt-14-dev), llvm-symbolizer for readable reports (llvm-14).
   clang libclang-rt-14-dev llvm-14
+  # The function-size rule of reference/ (conformance/lint.cmake, scripts/check-function-size.sh).
+  clang-tidy
   # The accuracy report's page test (conformance/report/test_browser.py): a browser and its driver.
   chromium chromium-driver
   # The cluster test (conformance/cluster/test_slurm.py): a one-node Slurm started by tools/slurm/local-cluster.

@@ -1,5 +1,6 @@
 // Full tier: every one of the 2^32 f32 inputs through the batch conversion into e4m3, e5m2, e2m1 and
-// bf16 under rne with satfinite and with nosat, compared with the scalar path (code, flags, ternary).
+// bf16 under rne with satfinite and with nosat, compared with the scalar path (code, flags, ternary), and
+// the codes alone (the batch kernel's codes-only variant, its rne shortcut for these pairs) too.
 // Blocks of 2^16 inputs run in parallel with oneTBB.
 #include <gtest/gtest.h>
 #include <tbb/blocked_range.h>
@@ -33,23 +34,27 @@ TEST_P(AllF32, EveryInput) {
   std::string first;
   tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, blocks), [&](const tbb::blocked_range<std::uint64_t>& r) {
     std::vector<std::uint32_t> in(block);
-    std::vector<std::uint16_t> codes(block);
+    std::vector<std::uint16_t> codes(block), codes_only(block);
     std::vector<std::uint8_t> flags(block);
     std::vector<std::int8_t> ternary(block);
     const bool wide = batch_code_bytes(to) == 2;
     for (std::uint64_t b = r.begin(); b != r.end(); ++b) {
       for (std::uint64_t i = 0; i < block; ++i) in[i] = static_cast<std::uint32_t>(b * block + i);
       convert_batch(formats::f32, in.data(), block, to, p, codes.data(), flags.data(), ternary.data(), nullptr);
+      convert_batch(formats::f32, in.data(), block, to, p, codes_only.data(), nullptr, nullptr, nullptr);
       const auto* bytes = reinterpret_cast<const std::uint8_t*>(codes.data());
+      const auto* bytes_only = reinterpret_cast<const std::uint8_t*>(codes_only.data());
       for (std::uint64_t i = 0; i < block; ++i) {
         const Result want = convert(formats::f32, in[i], to, p);
         const std::uint64_t got = wide ? codes[i] : bytes[i];
-        if (got == want.code && flags[i] == want.flags && ternary[i] == want.ternary) continue;
+        const std::uint64_t got_only = wide ? codes_only[i] : bytes_only[i];
+        if (got == want.code && got_only == want.code && flags[i] == want.flags && ternary[i] == want.ternary) continue;
         if (bad.fetch_add(1) == 0) {
           std::lock_guard<std::mutex> lock(first_mutex);
           first = "input " + hex(in[i]) + ": expected " + hex(want.code) + " flags " + std::to_string(want.flags) +
                   " ternary " + std::to_string(want.ternary) + ", got " + hex(got) + " flags " +
-                  std::to_string(flags[i]) + " ternary " + std::to_string(ternary[i]);
+                  std::to_string(flags[i]) + " ternary " + std::to_string(ternary[i]) +
+                  " (codes only: " + hex(got_only) + ")";
         }
       }
     }

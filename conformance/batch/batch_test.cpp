@@ -21,6 +21,10 @@
 #include "batch_support.hpp"
 #include "lowbit/registry.hpp"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
 namespace lowbit::batch_test {
 namespace {
 
@@ -294,6 +298,72 @@ TEST(BatchTargets, EverySupportedTargetAgrees) {
   hwy::SetSupportedTargetsForTest(0);
   EXPECT_GE(tested, 1);
 }
+
+// ---- the rne shortcut (codes only, f32 into the common targets) -----------------------------------------
+
+// Every target the shortcut takes, under rne with each overflow mode and every profile's NaN style, on every
+// Highway target this CPU runs, codes only (the shortcut's variant) and with flags (the general kernel).
+TEST(BatchRne, EveryTargetEveryHighwayTarget) {
+  std::vector<const Format*> targets = small_builtin_targets();
+  for (const char* n : {"binary8p3se", "binary8p4sf", "binary16p11se", "e4m3b3-fnuz", "e5m10b20-fn"})
+    targets.push_back(find_format(n));
+  int tested = 0;
+  for (const std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (const Format* to : targets) {
+      const auto inputs = random_f32(*to, 1 << 13, 31);
+      for (Overflow o : {Overflow::satfinite, Overflow::nosat, Overflow::satpropagate})
+        for (NanStyle style : {NanStyle::preserve, NanStyle::positive_all_ones, NanStyle::quiet_signed}) {
+          const Policy p{.rounding = Rounding::rne, .overflow = o, .quirks = Quirks{.nan_style = style}};
+          EXPECT_EQ(compare(formats::f32, inputs, *to, p), 0u) << to->name << ' ' << describe(p);
+        }
+    }
+    ++tested;
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_GE(tested, 1);
+}
+
+// Outputs of 4 MiB and more are written with non-temporal stores from the first aligned vector on (the elements
+// before it through the scalar path): every misalignment of the output, both code widths.
+TEST(BatchRne, LargeOutputsAtEveryAlignment) {
+  const std::size_t n = (std::size_t{1} << 22) + 37;
+  std::mt19937 g(41);
+  std::vector<std::uint32_t> in(n);
+  for (auto& x : in) x = g();
+  for (const Format* to : {&formats::e4m3, &formats::e2m1, &formats::bf16, &formats::f16}) {
+    const Policy p{.rounding = Rounding::rne, .overflow = Overflow::satfinite};
+    const std::size_t bytes = batch_code_bytes(*to);
+    std::vector<unsigned char> want(n * bytes);
+    convert_batch_scalar(formats::f32, in.data(), n, *to, p, want.data(), nullptr, nullptr, nullptr);
+    for (std::size_t offset : {0u, 1u, 2u, 5u, 16u, 33u, 62u}) {
+      std::vector<unsigned char> out(n * bytes + 128, 0xA5);
+      unsigned char* at = out.data() + offset;
+      convert_batch(formats::f32, in.data(), n, *to, p, at, nullptr, nullptr, nullptr);
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), at)) << to->name << " at offset " << offset;
+      EXPECT_TRUE(
+          std::all_of(out.begin(), out.begin() + static_cast<long>(offset), [](unsigned char b) { return b == 0xA5; }));
+      EXPECT_TRUE(std::all_of(at + n * bytes, out.data() + out.size(), [](unsigned char b) { return b == 0xA5; }));
+    }
+  }
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+// The shortcut's subnormal step rounds in the floating-point unit, so it is taken only in the default
+// environment: under flush-to-zero, denormals-are-zero or another rounding mode the results stay the scalar
+// path's.
+TEST(BatchRne, FloatingPointEnvironmentDoesNotLeak) {
+  const auto inputs = random_f32(formats::e4m3, 1 << 13, 43);
+  const unsigned saved = _mm_getcsr();
+  for (unsigned bits : {0x8000u, 0x0040u, 0x2000u, 0x6000u, 0x8040u}) {  // FZ, DAZ, round down, toward zero
+    _mm_setcsr((saved & ~0xE040u) | bits);
+    const std::size_t bad = compare(formats::f32, inputs, formats::e4m3, Policy{.overflow = Overflow::satfinite});
+    _mm_setcsr(saved);
+    EXPECT_EQ(bad, 0u) << "MXCSR bits " << std::hex << bits;
+  }
+}
+#endif
 
 // ---- lengths, alignment, optional outputs ----------------------------------------------------------
 

@@ -56,6 +56,24 @@ TEST(ExactGemm, EqualsRationalSumForEveryOperandFormat) {
   }
 }
 
+// Sums wider than a double: 2^15 * 2^15 + 2^6 * 1 + 2^-16 * 2^-16 = 2^30 + 2^6 + 2^-32 spans 63 bits.  2^30 + 2^6
+// is the midpoint between the f32 neighbours 2^30 and 2^30 + 2^7, so the correctly rounded result is the upper
+// one (0x4E800001) only because of the last term; a route that dropped it, or rounded to 53 bits first, would
+// tie to even and give 0x4E800000.  The same with every sign flipped, and with the tiny term cancelling instead
+// (2^30 + 2^6 - 2^-32 rounds down).  e5m2 on both sides: the integer route's three band products.
+TEST(ExactGemm, RoundsOnceAcrossTheWholeSum) {
+  const std::uint64_t big = 0x78, mid = 0x54, one = 0x3C, tiny = 0x01;  // e5m2: 2^15, 2^6, 1, 2^-16
+  for (int sign = 0; sign < 2; ++sign)
+    for (int cancel = 0; cancel < 2; ++cancel) {
+      const std::uint64_t s = sign ? 0x80 : 0;
+      const std::vector<std::uint64_t> a = {big | s, mid | s, tiny | (cancel ? s ^ 0x80 : s)}, b = {big, one, tiny};
+      const std::uint64_t want = (sign ? 0xCE800000u : 0x4E800000u) + (cancel ? 0 : 1);
+      EXPECT_EQ(lowbit::gemm::exact({&F::e5m2, 1, 3, a}, {&F::e5m2, 3, 1, b}, nullptr)[0], want)
+          << "sign " << sign << " cancel " << cancel;
+      EXPECT_EQ(rational_dot(F::e5m2, a, b), want);
+    }
+}
+
 // An exact sum has no order: permuting K never changes the result (e5m2 spans 2^-16 .. 57344, so a
 // rounding accumulator would notice).
 TEST(ExactGemm, IndependentOfOrder) {

@@ -231,6 +231,31 @@ TEST(FastDriver, RunBlockScaledEqualsModelStepLoop) {
   }
 }
 
+// Zero products and a tiny C: the largest exponent is C's (or a zero product's, -126 plus the other factor's), from
+// -126 up, so the step's scale 2^(F - emax) runs past the largest f32 power of two (the narrow kernel clamps it and
+// must leave such a C to model_step) and down into the f32 range again, across F = 13, 24, 25.
+TEST(FastDriver, TinyCWithZeroProducts) {
+  std::uint64_t s = 0x5EED0006;
+  const auto models = unscaled_models();
+  for (int trial = 0; trial < 120; ++trial) {
+    const TensorCoreModel& model = *models[static_cast<std::size_t>(trial) % models.size()];
+    if (!lowbit::gemm::takes_operands(model, F::e4m3)) continue;
+    const int m = 1 + static_cast<int>(splitmix(s) % 5), n = 1 + static_cast<int>(splitmix(s) % 70);
+    const int k = 1 + static_cast<int>(splitmix(s) % 100);
+    Matrix a = random_matrix(F::e4m3, m, k, s, false), b = random_matrix(F::e4m3, k, n, s, false);
+    std::fill((trial % 2 ? a : b).codes.begin(), (trial % 2 ? a : b).codes.end(), 0);
+    Matrix c{&F::f32, m, n, {}};
+    for (int i = 0; i < m * n; ++i) {
+      const std::uint64_t field = splitmix(s) % 32;  // exponents -126 (and subnormals) to -96
+      c.codes.push_back((splitmix(s) & 1) << 31 | field << 23 | (splitmix(s) & 0x7FFFFF));
+    }
+    const auto want = model_by_steps(model, a, b, &c);
+    const auto got = lowbit::gemm::run_model(model, a, b, &c);
+    ASSERT_EQ(got, want) << "trial " << trial << ", " << model.name << ", " << m << "x" << k << "x" << n << ": "
+                         << first_difference(got, want, n);
+  }
+}
+
 // C in any format is its f32 value: the drivers that keep an f32 accumulator (run_promoted, run_block_scaled,
 // the f32 orders) and run_model give with C in bf16, f16 or e4m3 exactly what they give with C converted to f32.
 TEST(FastDriver, CInAnyFormatIsItsF32Value) {
@@ -264,18 +289,23 @@ TEST(FastDriver, CInAnyFormatIsItsF32Value) {
   }
 }
 
-// The exact GEMM takes its blocked integer-valued f64 route without C and its wide fixed-point route with
-// one; a C of +0 changes nothing else, so both must agree on every shape (panels of columns, blocks of
-// rows and slices of K cut anywhere) and rounding.
+// The exact GEMM takes its integer-valued f64 route without C (OpenBLAS's dgemm, e5m2 and mixed operands split
+// into bands, f16 too when its values span few enough binades) and its wide fixed-point route with one; a C of
+// +0 changes nothing else, so both must agree on every shape and rounding.
 TEST(FastDriver, ExactIntegerRouteEqualsWideRoute) {
   std::uint64_t s = 0x5EED0004;
-  const Format* small[] = {&F::e4m3, &F::e5m2, &F::e2m1, &F::e3m2, &F::e2m3};
-  for (int trial = 0; trial < 60; ++trial) {
-    const Format& fa = *small[splitmix(s) % std::size(small)];
-    const Format& fb = *small[splitmix(s) % std::size(small)];
+  const Format* small[] = {&F::e4m3, &F::e5m2, &F::e2m1, &F::e3m2, &F::e2m3, &F::int8, &F::f16};
+  for (int trial = 0; trial < 90; ++trial) {
+    // Every third trial e5m2 x e5m2 (three band products) or e5m2 x e4m3 (two).
+    const Format& fa = trial % 3 == 0 ? F::e5m2 : *small[splitmix(s) % std::size(small)];
+    const Format& fb = trial % 3 == 0 ? (trial % 2 ? F::e4m3 : F::e5m2) : *small[splitmix(s) % std::size(small)];
     const int m = 1 + static_cast<int>(splitmix(s) % 11), n = 1 + static_cast<int>(splitmix(s) % 40);
-    const int k = static_cast<int>(splitmix(s) % 600);
-    const Matrix a = random_matrix(fa, m, k, s, false), b = random_matrix(fb, k, n, s, false);
+    const int k = static_cast<int>(splitmix(s) % (trial % 4 == 3 ? 3000 : 600));
+    Matrix a = random_matrix(fa, m, k, s, false), b = random_matrix(fb, k, n, s, false);
+    // f16 over a few binades (exponent fields 12 to 17) now and then, which the integer route takes.
+    for (Matrix* x : {&a, &b})
+      if (same_format(*x->format, F::f16) && trial % 2)
+        for (auto& code : x->codes) code = (code & 0x83FFu) | ((12 + splitmix(s) % 6) << 10);
     const Matrix zero{&F::f32, m, n, std::vector<std::uint64_t>(static_cast<std::size_t>(m) * n, 0)};
     lowbit::gemm::ExactOptions o;
     if (trial % 2) o.policy.rounding = lowbit::Rounding::rtz;
@@ -283,6 +313,38 @@ TEST(FastDriver, ExactIntegerRouteEqualsWideRoute) {
     const auto got = lowbit::gemm::exact(a, b, nullptr, o), want = lowbit::gemm::exact(a, b, &zero, o);
     ASSERT_EQ(got, want) << "trial " << trial << ", " << fa.name << " x " << fb.name << ", " << m << "x" << k << "x"
                          << n << ": " << first_difference(got, want, n);
+  }
+}
+
+// The exact GEMM's filtered route (e5m2 x e5m2 and f16 x f16 over their whole ranges: one BLAS product and an error
+// bound, the exact sum where the bound leaves the rounding open) on sums built to need the exact sum: each row of A
+// repeats its first half in its second, and every third column of B negates its first half in its second, so
+// that those outputs cancel exactly (zero, which must be +0), or all but one product when one element is changed
+// (tiny results far below the bound, and -0 where a rounding flushes a tiny negative one); under rne into f32 (the
+// hardware's conversion) and other roundings and outputs.
+TEST(FastDriver, ExactFilterOnCancellingSums) {
+  std::uint64_t s = 0x5EED0007;
+  for (int trial = 0; trial < 24; ++trial) {
+    const Format& f = trial % 3 == 2 ? F::f16 : F::e5m2;
+    const int m = 1 + static_cast<int>(splitmix(s) % 6), half = 100 + static_cast<int>(splitmix(s) % 900);
+    const int k = 2 * half, n = 6 + static_cast<int>(splitmix(s) % 20);
+    Matrix a = random_matrix(f, m, k, s, false), b = random_matrix(f, k, n, s, false);
+    const std::uint64_t sign = std::uint64_t{1} << (f.code_bits() - 1);
+    for (int i = 0; i < m; ++i)
+      for (int q = 0; q < half; ++q) a.codes[static_cast<std::size_t>(i) * k + half + q] = a.at(i, q);
+    for (int j = 1; j < n; j += 3)
+      for (int q = 0; q < half; ++q) {
+        const bool changed = q == 7 && (j / 3 + trial) % 2 == 1;
+        b.codes[static_cast<std::size_t>(half + q) * n + j] = changed ? pick(f, s, false) : b.at(q, j) ^ sign;
+      }
+    const Matrix zero{&F::f32, m, n, std::vector<std::uint64_t>(static_cast<std::size_t>(m) * n, 0)};
+    lowbit::gemm::ExactOptions o;
+    if (trial % 4 == 1) o.policy.rounding = lowbit::Rounding::rtz;
+    if (trial % 4 == 2) o.out = &F::bf16;
+    if (trial % 4 == 3) o.policy.subnormals = lowbit::Subnormals::ftz;
+    const auto got = lowbit::gemm::exact(a, b, nullptr, o), want = lowbit::gemm::exact(a, b, &zero, o);
+    ASSERT_EQ(got, want) << "trial " << trial << ", " << f.name << ", " << m << "x" << k << "x" << n << ": "
+                         << first_difference(got, want, n);
   }
 }
 

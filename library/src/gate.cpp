@@ -80,9 +80,10 @@ void gate_convert(const Subject& p, const V::Golden& g, GateRun& run) {
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       std::uint64_t code = 0;
       for (std::size_t b = 0; b < wo; ++b) code |= std::uint64_t{out[i * wo + b]} << (8 * b);
-      body += hex(inputs[i], from->hex_digits()).substr(2) + " " + hex(code, to->hex_digits()).substr(2);
-      if (flags_written) body += " " + hex(flags[i], 2).substr(2);
-      body += "\n";
+      // Appends, not `" " + std::string&&`: GCC 12 reports a false -Wrestrict on that form here.
+      body.append(hex(inputs[i], from->hex_digits()), 2).append(1, ' ').append(hex(code, to->hex_digits()), 2);
+      if (flags_written) body.append(1, ' ').append(hex(flags[i], 2), 2);
+      body += '\n';
     }
     run.results[path] = body;
   }

@@ -11,13 +11,15 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "lowbit/convert.hpp"
 #include "lowbit/plugin.h"
+#include "lowbit/error.hpp"
 #include "lowbit/profile.hpp"
+#include "lowbit/recipe.hpp"
 #include "lowbit/registry.hpp"
 #include "lowbit/scale.hpp"
 
@@ -136,10 +138,10 @@ bool positive(const std::string& t, int& v) {
   return v > 0;
 }
 
-// The options `lowbit quantize` builds for the same keys (no profile: the suites name none).  false:
-// a key or value this example does not know (the case is reported as skipped).
+// The options `lowbit quantize` builds for the same keys, through lowbit's own recipe conversion
+// (lowbit/recipe.hpp; no profile: the suites name none).  false: a key or value this example does not
+// know (the case is reported as skipped).
 bool options_from(const std::string& recipe, lowbit::scale::Options& so, int& sr_bits) {
-  namespace S = lowbit::scale;
   static const char* const known[] = {"quantization_format", "element", "block_size", "scale_rule", "scale_format",
                                       "nonfinite", "variant", "zero_scale", "hadamard", "rounding", "sr_bits",
                                       "algorithm", "margin"};
@@ -156,52 +158,20 @@ bool options_from(const std::string& recipe, lowbit::scale::Options& so, int& sr
     at = recipe.find('"', value_end + 1);
   }
   std::string v;
-  if (!recipe_value(recipe, "quantization_format", v)) return false;
-  const auto scheme = lowbit::parse<S::Scheme>(v == "block1x128" || v == "block128x128" ? "block" : v);
-  if (!scheme) return false;
-  // The request names what the recipe names; the library refuses what the scheme does not take.
-  S::Request sr;
-  sr.scheme = *scheme;
-  if (v == "block128x128") sr.block_rows = sr.block = 128;
-  if (recipe_value(recipe, "element", v) && !(sr.element = lowbit::find_format(v))) return false;
-  if (recipe_value(recipe, "block_size", v)) {
-    int rows = 0, cols = 0;
-    const auto x = v.find('x');
-    if (x == std::string::npos) {
-      if (!positive(v, cols)) return false;
-    } else if (!positive(v.substr(0, x), rows) || !positive(v.substr(x + 1), cols)) {
-      return false;
-    }
-    sr.block = cols;
-    if (rows > 0) sr.block_rows = rows;
-  }
-  // A recipe value through the enum's name table; false for a name it lacks.
-  auto choice = [&](const char* key, auto& field) {
-    if (!recipe_value(recipe, key, v)) return true;
-    field = lowbit::parse<typename std::remove_reference_t<decltype(field)>::value_type>(v);
-    return field.has_value();
-  };
-  if (!choice("scale_rule", sr.mx_rule) || !choice("scale_format", sr.scale_format) ||
-      !choice("nonfinite", sr.nonfinite) || !choice("variant", sr.variant) || !choice("zero_scale", sr.zero_scale))
-    return false;
-  if (sr.scale_format == S::ScaleFormat::ue8m0_packed) return false;  // this example writes no packed scales
-  if (recipe_value(recipe, "hadamard", v)) {
-    if (v != "true" && v != "false") return false;
-    sr.hadamard = v == "true";
-  }
-  if (S::resolve(sr, so)) return false;
-  lowbit::PolicyRequest req;
-  if (recipe_value(recipe, "rounding", v) && !(req.rounding = lowbit::parse<lowbit::Rounding>(v))) return false;
   sr_bits = 0;
   if (recipe_value(recipe, "sr_bits", v) && !positive(v, sr_bits)) return false;
-  req.overflow = lowbit::Overflow::satfinite;  // schemes always clamp to the element's range
-  req.sr_bits = sr_bits;
-  std::string error;
-  const auto resolved = lowbit::resolve(nullptr, *so.element, req, error);
-  if (!resolved) return false;
-  so.element = resolved->target;
-  so.element_policy = resolved->policy;
-  return true;
+  try {
+    lowbit::Recipe r = lowbit::recipe_from_keys([&](const std::string& key) -> std::optional<std::string> {
+      std::string value;
+      if (!recipe_value(recipe, key.c_str(), value)) return std::nullopt;
+      return value;
+    });
+    r.sr_bits = sr_bits;
+    so = lowbit::build(r).options;
+  } catch (const lowbit::ArgumentError&) {
+    return false;
+  }
+  return so.scale_format != lowbit::scale::ScaleFormat::ue8m0_packed;  // this example writes no packed scales
 }
 
 std::uint32_t f32_word(const lowbit_array& a, std::uint64_t i) { return static_cast<std::uint32_t>(load(a.data, i, 4)); }

@@ -34,6 +34,10 @@
 #include "lowbit/convert.hpp"
 #include "lowbit/rules.hpp"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
 namespace lowbit::batch_detail {
 
 enum class Source : std::uint8_t { f32, bf16, f16 };
@@ -86,7 +90,25 @@ struct Params {
   enum class NanPayload : std::uint8_t { none, below_quiet_bit, numpy_half } nan_payload = NanPayload::none;
   bool lowest_binade_up = false;  // Quirks::nozero_lowest_binade_rounds_up in a format without zero
   std::uint32_t nan_rest_shift = 0;
+  // The rne shortcut (ConvertRne): taken for codes only when `rne_fast` and the floating-point environment is the
+  // default one (rne_environment).
+  bool rne_fast = false;
+  const Format* target = nullptr;  // the pair's target and policy, for LoopRne's unaligned head
+  Policy policy{};
+  std::uint32_t rne_bias = 0;       // 2^(s-1) - 1 - ((127 - target bias) << 23), added modulo 2^32
+  std::uint32_t rne_threshold = 0;  // the f32 pattern of 2^emin: below it the result is subnormal (or zero)
+  std::uint32_t rne_magic = 0;      // the f32 pattern of 2^(emin - m + 23), whose ulp is the subnormal spacing
 };
+
+// Whether the floating-point environment is the default one, which ConvertRne's subnormal step relies on: round to
+// nearest even, no flush to zero, no denormals-are-zero (x86's MXCSR; elsewhere the shortcut is not taken).
+inline bool rne_environment() {
+#if defined(__x86_64__) || defined(__i386__)
+  return (_mm_getcsr() & 0xE040u) == 0;  // RC (bits 13-14), FZ (bit 15), DAZ (bit 6)
+#else
+  return false;
+#endif
+}
 
 // Source rows are recognised by their fields (same_format), not their names.
 inline bool source_of(const Format& f, Source* s) {
@@ -392,6 +414,81 @@ HWY_INLINE VU Convert(DU du, const Params& c, VU x, MU f16_subnormal, VU r) {
   return hn::IfThenElse(is_nan, nan, packed);
 }
 
+// The rne shortcut for codes only, f32 into a signed sign-magnitude target with zero and subnormals whose binades
+// lie within f32's (every fp8, fp6 and fp4 format, bf16, f16), s = 23 - m dropped bits:
+//  - a normal result: nearest-even by addition on the f32 pattern, (a + 2^(s-1) - 1 + lsb) >> s, where lsb is the
+//    last kept bit; the carry out of the kept bits moves into the next binade as the code's carry does, and
+//    subtracting (127 - bias) << 23 first rebiases the exponent (rne_bias folds both constants);
+//  - a subnormal result (a below 2^emin): |x| + 2^(emin - m + 23) in f32, whose ulp is the target's subnormal
+//    spacing 2^(emin - m) and which the hardware rounds to nearest even (|x| < 2^emin keeps the sum below twice
+//    the constant), less the constant's pattern: the code, a carry into the smallest normal included;
+//  - overflow, infinity and NaN as Convert has them (the same tables).
+// The default floating-point environment (round to nearest, no flush to zero or denormals-are-zero) is checked
+// per call; conformance/batch/batch_test.cpp and the full tier hold the shortcut to the scalar path.
+HWY_INLINE VU ConvertRne(DU du, const Params& c, VU x) {
+  const DF df;
+  const DI di;
+  const MU neg = hn::RebindMask(du, hn::Lt(hn::BitCast(di, x), hn::Zero(di)));
+  const VU a = hn::And(x, hn::Set(du, 0x7FFFFFFFu));
+  const VU lsb = hn::And(hn::Shr(a, hn::Set(du, static_cast<std::uint32_t>(c.shift_base))), hn::Set(du, 1u));
+  const VU normal =
+      hn::Shr(hn::Add(hn::Add(a, lsb), hn::Set(du, c.rne_bias)), hn::Set(du, static_cast<std::uint32_t>(c.shift_base)));
+  const VU magic = hn::Set(du, c.rne_magic);
+  const VU subnormal = hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(df, a), hn::BitCast(df, magic))), magic);
+  const VU magnitude = hn::IfThenElse(hn::Lt(a, hn::Set(du, c.rne_threshold)), subnormal, normal);
+  const MU with_sign = c.negative_zero ? neg : hn::And(neg, hn::Ne(magnitude, hn::Zero(du)));
+  VU code = hn::Or(magnitude, hn::IfThenElseZero(with_sign, hn::Set(du, c.sign_bit)));
+  code = hn::IfThenElse(hn::Gt(magnitude, hn::Set(du, c.max_pos)), Pick(neg, c.overflow[1], c.overflow[0]), code);
+  if (c.inf_needs_blend_codes)
+    code = hn::IfThenElse(hn::Eq(a, hn::Set(du, 0x7F800000u)), Pick(neg, c.inf[1], c.inf[0]), code);
+  VU nan = Pick(neg, c.nan_quiet[1], c.nan_quiet[0]);
+  if (c.nan_payload == Params::NanPayload::below_quiet_bit)
+    nan = hn::Or(nan, hn::Shr(hn::And(x, hn::Set(du, 0x003FFFFFu)), hn::Set(du, c.nan_rest_shift)));
+  return hn::IfThenElse(hn::Gt(a, hn::Set(du, 0x7F800000u)), nan, code);
+}
+
+// Outputs of at least this many bytes are written with non-temporal stores, which do not read the lines they
+// fill (a conversion this large streams from memory and its codes leave the cache anyway); smaller ones, which a
+// caller is likely to read next (a scheme's rows), stay in the cache.
+constexpr std::size_t kStreamBytes = std::size_t{1} << 22;
+
+// Codes from `start` on, a whole vector at a time: stored, or `kStream`ed (non-temporal, to aligned addresses).
+template <bool kStream, class DN>
+HWY_INLINE std::size_t RneVectors(DN dn, const Params& c, const std::uint32_t* src, std::size_t start, std::size_t n,
+                                  hn::TFromD<DN>* dst) {
+  const DU du;
+  const std::size_t lanes = hn::Lanes(du);
+  std::size_t i = start;
+  for (; i + lanes <= n; i += lanes) {
+    const auto codes = hn::TruncateTo(dn, ConvertRne(du, c, hn::LoadU(du, src + i)));
+    if constexpr (kStream) hn::Stream(codes, dn, dst + i);
+    else hn::StoreU(codes, dn, dst + i);
+  }
+  if constexpr (kStream) hwy::FlushStream();
+  return i;
+}
+
+template <class DN>
+std::size_t LoopRneTo(DN dn, const Params& params, const void* in, std::size_t n, hn::TFromD<DN>* dst) {
+  const Params c = params;  // a local copy, as in Loop
+  const std::size_t lanes = hn::Lanes(DU()), out_bytes = sizeof(hn::TFromD<DN>), vector_bytes = lanes * out_bytes;
+  const auto* src = static_cast<const std::uint32_t*>(in);
+  // Non-temporal stores take whole aligned vectors of at least 16 bytes (hn::Stream writes 16 bytes for any
+  // shorter vector); the elements before the first aligned one go through the scalar path.
+  const bool stream = n * out_bytes >= kStreamBytes && vector_bytes >= 16 && (vector_bytes & (vector_bytes - 1)) == 0 &&
+                      reinterpret_cast<std::uintptr_t>(dst) % out_bytes == 0;
+  if (!stream) return RneVectors<false>(dn, c, src, 0, n, dst);
+  const std::size_t misaligned = reinterpret_cast<std::uintptr_t>(dst) % vector_bytes;
+  const std::size_t head = misaligned == 0 ? 0 : (vector_bytes - misaligned) / out_bytes;
+  convert_batch_scalar(formats::f32, in, head, *c.target, c.policy, dst, nullptr, nullptr, nullptr);
+  return RneVectors<true>(dn, c, src, head, n, dst);
+}
+
+std::size_t LoopRne(const Params& c, const void* in, std::size_t n, void* out, std::size_t out_bytes) {
+  if (out_bytes == 1) return LoopRneTo(hn::Rebind<std::uint8_t, DU>(), c, in, n, static_cast<std::uint8_t*>(out));
+  return LoopRneTo(hn::Rebind<std::uint16_t, DU>(), c, in, n, static_cast<std::uint16_t*>(out));
+}
+
 template <Rounding R, bool kFlags, bool kSimple>
 std::size_t Loop(const Params& params, const void* in, std::size_t n, void* out, std::size_t out_bytes,
                 std::uint8_t* flags, std::int8_t* ternary, const std::uint32_t* rbits) {
@@ -461,6 +558,7 @@ std::size_t ConvertVectors(const Params& c, Rounding rounding, const void* in, s
                            const std::uint32_t* rbits) {
   if (flags != nullptr || ternary != nullptr)
     return RunFlags<true>(c, rounding, in, n, out, out_bytes, flags, ternary, rbits);
+  if (c.rne_fast && rounding == Rounding::rne && rne_environment()) return LoopRne(c, in, n, out, out_bytes);
   return RunFlags<false>(c, rounding, in, n, out, out_bytes, flags, ternary, rbits);
 }
 
@@ -468,7 +566,7 @@ std::size_t ConvertVectors(const Params& c, Rounding rounding, const void* in, s
 // Each vector: the multipliers (one per element, one broadcast per block when the block is a multiple of
 // the vector length, or gathered lane by lane otherwise), the products fp32(x * m) with a NaN multiplier
 // taking its own bits, then Convert on the products' bits as Loop does for an f32 source.
-template <Rounding R, bool kSimple>
+template <Rounding R, bool kSimple, bool kRne = false>
 std::size_t LoopScaled(const Params& params, const float* in, std::size_t n, const float* mult, std::size_t block,
                        void* out, std::size_t out_bytes, const std::uint32_t* rbits, const float* ahead) {
   const Params c = params;  // a local copy, as in Loop
@@ -482,7 +580,9 @@ std::size_t LoopScaled(const Params& params, const float* in, std::size_t n, con
     const auto v = hn::LoadU(df, in + i);
     const VU x = hn::BitCast(du, hn::IfThenElse(hn::IsNaN(m), m, hn::Mul(v, m)));
     const VU r = is_stochastic(R) ? hn::LoadU(du, rbits + i) : hn::Zero(du);
-    const VU packed = Convert<R, false, kSimple>(du, c, x, hn::FirstN(du, 0), r);
+    VU packed;
+    if constexpr (kRne) packed = ConvertRne(du, c, x);
+    else packed = Convert<R, false, kSimple>(du, c, x, hn::FirstN(du, 0), r);
     if (out_bytes == 1) hn::StoreU(hn::TruncateTo(d8, packed), d8, static_cast<std::uint8_t*>(out) + i);
     else hn::StoreU(hn::TruncateTo(d16, packed), d16, static_cast<std::uint16_t*>(out) + i);
   };
@@ -515,6 +615,9 @@ std::size_t LoopScaled(const Params& params, const float* in, std::size_t n, con
 template <Rounding R>
 std::size_t RunScaled(const Params& c, const float* in, std::size_t n, const float* mult, std::size_t block, void* out,
                       std::size_t out_bytes, const std::uint32_t* rbits, const float* ahead) {
+  if constexpr (R == Rounding::rne)
+    if (c.rne_fast && rne_environment())
+      return LoopScaled<R, true, true>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
   if (Simple(c, false)) return LoopScaled<R, true>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
   return LoopScaled<R, false>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
 }
@@ -742,6 +845,20 @@ Params make_params(Source source, const Format& to, const Policy& p) {
   // target's mantissa: in the f32 layout (bf16 and f16 payloads sit at the top of it) that is a right
   // shift by 23 - m_target of the 22 bits below the quiet bit.
   c.nan_rest_shift = static_cast<std::uint32_t>(23 - m);
+  // ConvertRne: the common case (source f32, no daz or ftz, a signed sign-magnitude target with zero) whose
+  // subnormal binade and magic constant are normal f32 values and which needs neither normalisation nor a zero
+  // blend nor numpy's half NaN rule; m >= 1 keeps a dropped bit and a kept bit.
+  c.target = &to;
+  c.policy = p;
+  c.rne_fast = source == Source::f32 && !c.daz && !c.ftz && c.is_signed && !c.twos_complement && to.has_zero &&
+               to.has_subnormals() && !c.normalize_codes_only && !c.zero_needs_blend && !c.lowest_binade_up &&
+               c.nan_payload != Params::NanPayload::numpy_half && m >= 1 && emin == 1 - to.bias && emin >= -126 &&
+               emin <= 127 && emin - m + 23 >= -126;
+  if (c.rne_fast) {
+    c.rne_bias = (std::uint32_t{1} << (22 - m)) - 1u - (static_cast<std::uint32_t>(127 - to.bias) << 23);
+    c.rne_threshold = static_cast<std::uint32_t>(emin + 127) << 23;
+    c.rne_magic = static_cast<std::uint32_t>(emin - m + 23 + 127) << 23;
+  }
   return c;
 }
 

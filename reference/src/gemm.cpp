@@ -1,20 +1,23 @@
 #include "lowbit/gemm.hpp"
 
 #include <gmpxx.h>
+#include <tbb/blocked_range.h>
+#include <tbb/blocked_range2d.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+#include <tbb/parallel_reduce.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
 
-#include <tbb/blocked_range.h>
-#include <tbb/blocked_range2d.h>
-#include <tbb/parallel_for.h>
-
 #include "lowbit/convert.hpp"
 #include "lowbit/exact.hpp"
+#include "src/integer_gemm.hpp"
 
 namespace lowbit::gemm {
 
@@ -207,6 +210,85 @@ Grid grid(const Format& f) {
   return {lsb, f.emax() + 1 - lsb};
 }
 
+// The operand's values as integers on its grid (value / 2^lsb), in doubles; `finite_only` is cleared by a NaN
+// or an infinity.  Codes of at most 8 bits through a table of every code.
+std::vector<double> grid_values(const Format& f, const std::vector<std::uint64_t>& codes, int lsb, bool& finite_only) {
+  auto value = [&f, lsb](std::uint64_t code, bool& finite) {
+    const Unpacked u = unpack(f, code);
+    finite = u.cls != ValueClass::nan && u.cls != ValueClass::inf;
+    if (u.cls != ValueClass::finite) return 0.0;
+    const double x = std::ldexp(static_cast<double>(u.significand), u.exponent - lsb);
+    return u.negative ? -x : x;
+  };
+  const std::size_t table_size = f.storage_bits() <= 8 ? std::size_t{1} << f.storage_bits() : 0;
+  std::vector<double> table(table_size);
+  std::vector<std::uint8_t> table_finite(table_size);
+  for (std::size_t c = 0; c < table_size; ++c) {
+    bool finite = true;
+    table[c] = value(c, finite);
+    table_finite[c] = finite;
+  }
+  std::vector<double> v(codes.size());
+  std::atomic<bool> special{false};
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, v.size(), 1 << 14),
+                    [&](const tbb::blocked_range<std::size_t>& r) {
+                      bool all_finite = true;
+                      for (std::size_t i = r.begin(); i != r.end(); ++i) {
+                        const std::uint64_t code = codes[i];
+                        bool finite = true;
+                        if (code < table_size) {
+                          v[i] = table[code];
+                          finite = table_finite[code] != 0;
+                        } else {
+                          v[i] = value(code, finite);
+                        }
+                        all_finite &= finite;
+                      }
+                      if (!all_finite) special = true;
+                    });
+  if (special) finite_only = false;
+  return v;
+}
+
+int width128(u128 x) {
+  const auto high = static_cast<std::uint64_t>(x >> 64);
+  return high ? 64 + std::bit_width(high) : std::bit_width(static_cast<std::uint64_t>(x));
+}
+
+// An exact integer sum times 2^exponent as an Unpacked value with a 64-bit significand: bits below the top 64
+// are folded into its last bit (a sticky bit), as Wide::unpacked does.
+Unpacked unpacked_sum(detail::i128 s, int exponent) {
+  Unpacked u;
+  if (s == 0) return u;  // an exact zero sum is +0
+  u.cls = ValueClass::finite;
+  u.negative = s < 0;
+  const auto mag = static_cast<u128>(s < 0 ? -s : s);
+  const int drop = std::max(0, width128(mag) - 64);
+  const bool sticky = drop > 0 && (mag & ((static_cast<u128>(1) << drop) - 1)) != 0;
+  u.significand = static_cast<std::uint64_t>(mag >> drop) | (sticky ? 1 : 0);
+  u.exponent = exponent + drop;
+  return u;
+}
+
+// 2^e as a double, for e in the normal range [-1022, 1023].
+double pow2_normal(int e) { return std::bit_cast<double>(static_cast<std::uint64_t>(1023 + e) << 52); }
+
+// The same sum rounded to f32 by the default policy (nearest even, overflow to infinity, subnormals kept):
+// rounded first to 53 bits toward odd (the bits dropped folded into the last one), which is exact in a double
+// together with the power of two, then converted by the hardware, which rounds to nearest even.  Rounding to
+// odd at p + 2 or more bits and then to nearest at p bits rounds correctly once (Boldo and Melquiond, "When
+// double rounding is odd", IMACS 2005; p = 24 here, or fewer for an f32 subnormal).  `exponent` is that of the
+// grids' product, far inside a double's range.
+std::uint64_t round_sum_f32(detail::i128 s, int exponent) {
+  if (s == 0) return 0;
+  const bool negative = s < 0;
+  const auto mag = static_cast<u128>(negative ? -s : s);
+  const int drop = std::max(0, width128(mag) - 53);
+  std::uint64_t top = static_cast<std::uint64_t>(mag >> drop);
+  if (drop > 0 && (mag & ((static_cast<u128>(1) << drop) - 1)) != 0) top |= 1;
+  const double x = static_cast<double>(top) * pow2_normal(exponent + drop);
+  return std::bit_cast<std::uint32_t>(static_cast<float>(negative ? -x : x));
+}
 
 // Vectorised kernels are built for AVX-512, AVX2 and the baseline; the loader picks one for the CPU.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
@@ -221,67 +303,7 @@ Grid grid(const Format& f) {
 typedef double v8d __attribute__((vector_size(64)));
 typedef std::int32_t v8i __attribute__((vector_size(32)));
 typedef std::int64_t v8l __attribute__((vector_size(64)));
-
-// ---- exact products of integer-valued doubles ------------------------------------------------------------
-// C (m x n) = A (m x k) * B (k x n), all row-major, for doubles holding integers whose products and partial
-// sums stay below 2^53: every operation is exact, so the blocking below (any order of the sums) gives
-// the one exact answer.  B goes in panels of 16 columns; a 4 x 16 block of C lives in eight vector
-// registers across a slice of K.
-
-constexpr int kPanel = 16, kRows = 4, kSlice = 256;
-
-LOWBIT_GEMM_CLONES void micro_kernel(int kc, const double* a0, const double* a1, const double* a2, const double* a3,
-                                     const double* bp, double* out) {
-  v8d c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {}, c30 = {}, c31 = {};
-  for (int k = 0; k < kc; ++k) {
-    v8d b0, b1;
-    std::memcpy(&b0, bp + static_cast<std::size_t>(k) * kPanel, sizeof b0);
-    std::memcpy(&b1, bp + static_cast<std::size_t>(k) * kPanel + 8, sizeof b1);
-    c00 += a0[k] * b0;
-    c01 += a0[k] * b1;
-    c10 += a1[k] * b0;
-    c11 += a1[k] * b1;
-    c20 += a2[k] * b0;
-    c21 += a2[k] * b1;
-    c30 += a3[k] * b0;
-    c31 += a3[k] * b1;
-  }
-  const v8d all[8] = {c00, c01, c10, c11, c20, c21, c30, c31};
-  std::memcpy(out, all, sizeof all);
-}
-
-std::vector<double> integer_gemm(int m, int n, int k, const std::vector<double>& a, const std::vector<double>& b) {
-  const int panels = (n + kPanel - 1) / kPanel;
-  const std::size_t kk = static_cast<std::size_t>(k);
-  std::vector<double> bp(static_cast<std::size_t>(panels) * kk * kPanel, 0.0);
-  for (std::size_t r = 0; r < kk; ++r)
-    for (int j = 0; j < n; ++j)
-      bp[(static_cast<std::size_t>(j / kPanel) * kk + r) * kPanel + static_cast<std::size_t>(j % kPanel)] =
-          b[r * static_cast<std::size_t>(n) + static_cast<std::size_t>(j)];
-  std::vector<double> c(static_cast<std::size_t>(m) * static_cast<std::size_t>(n), 0.0);
-  const int row_blocks = (m + kRows - 1) / kRows;
-  for (int k0 = 0; k0 < k; k0 += kSlice) {
-    const int kc = std::min(kSlice, k - k0);
-    tbb::parallel_for(tbb::blocked_range2d<int>(0, panels, 4, 0, row_blocks, 64), [&](const tbb::blocked_range2d<int>& r) {
-      double out[kRows * kPanel];
-      for (int p = r.rows().begin(); p != r.rows().end(); ++p)
-        for (int rb = r.cols().begin(); rb != r.cols().end(); ++rb) {
-          const int i0 = rb * kRows;
-          const double* rows[kRows];
-          for (int q = 0; q < kRows; ++q)  // rows past the end repeat row i0 and are not stored
-            rows[q] = &a[static_cast<std::size_t>(i0 + q < m ? i0 + q : i0) * kk + static_cast<std::size_t>(k0)];
-          micro_kernel(kc, rows[0], rows[1], rows[2], rows[3],
-                       &bp[(static_cast<std::size_t>(p) * kk + static_cast<std::size_t>(k0)) * kPanel], out);
-          const int w = std::min(kPanel, n - p * kPanel);
-          for (int q = 0; q < kRows && i0 + q < m; ++q)
-            for (int j = 0; j < w; ++j)
-              c[static_cast<std::size_t>(i0 + q) * static_cast<std::size_t>(n) + static_cast<std::size_t>(p * kPanel + j)] +=
-                  out[q * kPanel + j];
-        }
-    });
-  }
-  return c;
-}
+typedef std::uint64_t v8u __attribute__((vector_size(64)));
 
 }  // namespace
 
@@ -315,6 +337,145 @@ std::uint64_t exact_dot(const Format& fa, std::span<const std::uint64_t> a, cons
   return finish_exact(acc, sp, uc, out, p);
 }
 
+namespace {
+
+// How an exact sum on the grid (an integer times 2^exponent) becomes a code of `out`.
+struct GridRounding {
+  const Format& out;
+  const Policy& policy;
+  int exponent;   // of the grids' product
+  bool hardware;  // the default policy into f32: the hardware's conversion of a double (round_sum_f32)
+  std::uint64_t operator()(detail::i128 sum, int shift) const {
+    return hardware ? round_sum_f32(sum, exponent + shift)
+                    : round_to(out, unpacked_sum(sum, exponent + shift), policy).code;
+  }
+  // A double x (times 2^exponent) rounded: x itself is exact, so this is one rounding.
+  std::uint64_t of_double(double x) const {
+    if (hardware) return std::bit_cast<std::uint32_t>(static_cast<float>(x * pow2_normal(exponent)));
+    Unpacked u;
+    if (x != 0) {
+      int e = 0;
+      const double f = std::frexp(std::fabs(x), &e);  // |x| = f 2^e, 1/2 <= f < 1: f 2^53 is a 53-bit integer
+      u.cls = ValueClass::finite;
+      u.negative = x < 0;
+      u.significand = static_cast<std::uint64_t>(std::ldexp(f, 53));
+      u.exponent = e - 53 + exponent;
+    }
+    return round_to(out, u, policy).code;
+  }
+};
+
+// The integer route (integer_gemm.hpp): every band product exact, the pieces combined in 128 bits, each sum rounded
+// once.  A single band product is written by the BLAS into d's own storage (a double and a code are 8 bytes each),
+// each double read (memcpy) before its code overwrites it.
+bool exact_by_bands(int m, int n, int k, const std::vector<double>& ma, const std::vector<double>& mb,
+                    const detail::ProductOptions& base, const GridRounding& round, std::vector<std::uint64_t>& d) {
+  static_assert(sizeof(double) == sizeof(std::uint64_t));
+  detail::ProductOptions options = base;
+  options.product = reinterpret_cast<double*>(d.data());
+  const auto round_rows = [&](const detail::ProductRows& r) {
+    const std::size_t at = static_cast<std::size_t>(r.i0) * static_cast<std::size_t>(n);
+    const std::size_t count = static_cast<std::size_t>(r.i1 - r.i0) * static_cast<std::size_t>(n);
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, count, 4096), [&](const tbb::blocked_range<std::size_t>& q) {
+      if (r.pieces == 1 && round.hardware) {
+        // An integer below 2^53 times a power of two is exact in a double: one rounding, the hardware's.
+        const double scale = pow2_normal(round.exponent + r.shift);
+        for (std::size_t i = q.begin(); i != q.end(); ++i) {
+          double v;
+          std::memcpy(&v, r.values[0] + i, sizeof v);
+          d[at + i] = std::bit_cast<std::uint32_t>(static_cast<float>(v * scale));
+        }
+      } else {
+        for (std::size_t i = q.begin(); i != q.end(); ++i) d[at + i] = round(r.sum(i), r.shift);  // read, then write
+      }
+    });
+  };
+  return detail::exact_integer_product(detail::IntegerKernel::blas, m, n, k, ma, mb, round_rows, options);
+}
+
+// The filtered route (detail::approximate_product): one BLAS product D and a bound E with |D - S| <= E for the exact
+// sum S.  Every deterministic rounding maps the values in order onto the codes in order (signed zeros included: a
+// negative value never rounds to +0, nor a positive one to -0; an exact zero is +0 and lies in the interval only
+// when its ends have opposite signs or one is +0), so where both ends of [D - E, D + E] round to the same code, S
+// rounds to it too.  That settles almost every element; the rest take the exact sum in 128 bits.
+void exact_by_filter(int m, int n, int k, const std::vector<double>& ma, const std::vector<double>& mb,
+                     const GridRounding& round, std::vector<std::uint64_t>& d) {
+  static_assert(sizeof(double) == sizeof(std::uint64_t));
+  double* approx = reinterpret_cast<double*>(d.data());  // D in d's storage, read before each code is written
+  std::vector<double> row_bound, col_bound;
+  detail::approximate_product(detail::IntegerKernel::blas, m, n, k, ma, mb, approx, row_bound, col_bound);
+  tbb::enumerable_thread_specific<std::vector<std::size_t>> undecided;
+  tbb::parallel_for(tbb::blocked_range<int>(0, m, 16), [&](const tbb::blocked_range<int>& r) {
+    std::vector<std::size_t>& mine = undecided.local();
+    for (int i = r.begin(); i != r.end(); ++i)
+      for (int j = 0; j < n; ++j) {
+        const std::size_t at = static_cast<std::size_t>(i) * static_cast<std::size_t>(n) + static_cast<std::size_t>(j);
+        double x;
+        std::memcpy(&x, approx + at, sizeof x);
+        // E, widened by 2^-50 (|D| + E) + 2^-1000 for the roundings of D - E and D + E themselves.
+        const double bound = row_bound[static_cast<std::size_t>(i)] * col_bound[static_cast<std::size_t>(j)];
+        const double e = bound + (std::fabs(x) + bound) * 0x1p-50 + 0x1p-1000;
+        const std::uint64_t low = round.of_double(x - e), high = round.of_double(x + e);
+        if (low == high) {
+          d[at] = low;
+        } else {
+          d[at] = 0;
+          mine.push_back(at);
+        }
+      }
+  });
+  std::vector<std::size_t> rest;
+  for (const auto& v : undecided) rest.insert(rest.end(), v.begin(), v.end());
+  if (rest.empty()) return;
+  std::vector<double> bt(mb.size());  // B transposed: each column contiguous
+  for (int q = 0; q < k; ++q)
+    for (int j = 0; j < n; ++j)
+      bt[static_cast<std::size_t>(j) * static_cast<std::size_t>(k) + static_cast<std::size_t>(q)] =
+          mb[static_cast<std::size_t>(q) * static_cast<std::size_t>(n) + static_cast<std::size_t>(j)];
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, rest.size(), 64), [&](const tbb::blocked_range<std::size_t>& r) {
+    for (std::size_t t = r.begin(); t != r.end(); ++t) {
+      const std::size_t at = rest[t], i = at / static_cast<std::size_t>(n), j = at % static_cast<std::size_t>(n);
+      const detail::i128 s = detail::exact_element(ma.data() + i * static_cast<std::size_t>(k),
+                                                   bt.data() + j * static_cast<std::size_t>(k), k);
+      d[at] = round(s, 0);
+    }
+  });
+}
+
+// The product on the grids, exactly, when both formats' grids are at most 53 bits wide and every value is finite:
+// by bands where that takes at most two band products (or the policy is stochastic, whose rounding needs the exact
+// sum everywhere), else by the filter.  False: the general route.
+bool exact_on_grid(const Matrix& a, const Matrix& b, const Format& out, const Policy& policy,
+                   std::vector<std::uint64_t>& d) {
+  const Grid ga = grid(*a.format), gb = grid(*b.format);
+  if (ga.width > 53 || gb.width > 53) return false;
+  const int m = a.rows, n = b.cols, k = a.cols;
+  bool finite_only = true;
+  const std::vector<double> ma = grid_values(*a.format, a.codes, ga.lsb, finite_only);
+  const std::vector<double> mb = grid_values(*b.format, b.codes, gb.lsb, finite_only);
+  if (!finite_only) return false;
+  const bool hardware = same_format(out, formats::f32) && policy.rounding == Rounding::rne &&
+                        policy.overflow == Overflow::nosat && policy.subnormals == Subnormals::keep;
+  const GridRounding round{out, policy, ga.lsb + gb.lsb, hardware};
+  detail::ProductOptions options;
+  options.a_width = ga.width;
+  options.b_width = gb.width;
+  const long cost = detail::integer_product_cost(k, ma, mb, options);
+  // The filter needs the operands' significands of at most 24 bits (exact products in a double), which every grid
+  // format has, and 128-bit exact sums for its fallback.
+  const bool filter =
+      !is_stochastic(policy.rounding) && (cost == 0 || cost >= 3) && a.format->mantissa_bits <= 23 &&
+      b.format->mantissa_bits <= 23 &&
+      ga.width + gb.width + static_cast<int>(bits::width(static_cast<std::uint64_t>(std::max(k, 1)))) + 2 <= 126;
+  if (filter) {
+    exact_by_filter(m, n, k, ma, mb, round, d);
+    return true;
+  }
+  return cost > 0 && exact_by_bands(m, n, k, ma, mb, options, round, d);
+}
+
+}  // namespace
+
 std::vector<std::uint64_t> exact(const Matrix& a, const Matrix& b, const Matrix* c, const ExactOptions& o) {
   check_shapes(a, b, c);
   const Format& out = o.out ? *o.out : formats::f32;
@@ -324,45 +485,9 @@ std::vector<std::uint64_t> exact(const Matrix& a, const Matrix& b, const Matrix*
   const bool plain = o.alpha == 0x3F800000u && o.scale_a == 0x3F800000u && o.scale_b == 0x3F800000u &&
                      o.scale_c == 0x3F800000u && o.scale_d == 0x3F800000u &&
                      (!c || o.beta == 0x3F800000u);
-  // Fast exact route: formats on a small integer grid whose products and K-sums stay below 2^53 are
-  // multiplied as doubles holding integers; every partial sum is then an exactly representable integer,
-  // whatever order the additions take (an exact sum has no order).  A NaN or an infinity anywhere sends
-  // the product to the general route.
-  const Grid ga = grid(*a.format), gb = grid(*b.format);
-  const int kbits = bits::width(static_cast<std::uint64_t>(kk));
-  if (plain && !c && ga.width + gb.width + kbits <= 53) {
-    bool finite_only = true;
-    auto scaled = [&finite_only](const Format& f, const std::vector<std::uint64_t>& codes, int lsb) {
-      std::vector<double> v(codes.size());
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        const Unpacked u = unpack(f, codes[i]);
-        if (u.cls == ValueClass::nan || u.cls == ValueClass::inf) finite_only = false;
-        if (u.cls != ValueClass::finite) continue;
-        const double x = std::ldexp(static_cast<double>(u.significand), u.exponent - lsb);
-        v[i] = u.negative ? -x : x;
-      }
-      return v;
-    };
-    const std::vector<double> ma = scaled(*a.format, a.codes, ga.lsb), mb = scaled(*b.format, b.codes, gb.lsb);
-    if (finite_only) {
-      const std::vector<double> prod = integer_gemm(m, n, kk, ma, mb);
-      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, prod.size(), 4096), [&](const tbb::blocked_range<std::size_t>& r) {
-        for (std::size_t i = r.begin(); i != r.end(); ++i) {
-          const double s = prod[i];
-          Unpacked u;
-          if (s != 0) {
-            u.cls = ValueClass::finite;
-            u.negative = s < 0;
-            u.significand = static_cast<std::uint64_t>(std::fabs(s));
-            u.exponent = ga.lsb + gb.lsb;
-          }
-          d[i] = round_to(out, u, o.policy).code;
-        }
-      });
-      return d;
-    }
-  }
-
+  // Fast exact routes for formats on an integer grid of at most 53 bits (fp8, fp6, fp4, f16, int8), their values as
+  // integer-valued doubles (exact_on_grid).  A NaN or an infinity anywhere sends the product to the general route.
+  if (plain && !c && exact_on_grid(a, b, out, o.policy, d)) return d;
   const std::vector<Unpacked> ua = unpack_all(a), ub = unpack_all(b);
   const Unpacked alpha = unpack(formats::f32, o.alpha), beta = unpack(formats::f32, o.beta);
   const Unpacked sca = unpack(formats::f32, o.scale_a), scb = unpack(formats::f32, o.scale_b);
@@ -817,28 +942,154 @@ std::uint32_t f16_pairs_step(const TensorCoreModel& model, const Format& fa, std
 // run_model (unscaled models), run_promoted and run_block_scaled give exactly what a loop of model_step
 // calls gives (conformance/gemm/test_fast_driver.cpp compares them on random shapes, models and inputs,
 // NaN, Inf and subnormals included), only faster:
-//  - each operand element is decoded once into its exact value (a double) and MMA-Sim's exponent;
+//  - each operand element is decoded once (through a table of every code for formats of at most 16 bits)
+//    into its exact value and MMA-Sim's exponent;
 //  - a step whose group and C are all finite aligns and truncates in floating point: with emax the largest
 //    term exponent, a term's aligned value truncated to F fraction bits is trunc(x * y * 2^(F - emax)).
-//    The product and the scaling are exact in double (significands of at most 24 bits, exponents far
-//    inside its range) and |x| <= 2^(exp + 1) for every element, so each term is an integer of magnitude
-//    at most 2^(F + 2) <= 2^30 (an int32) and the group sum stays below 2^37, exact in a double;
+//    |x| <= 2^(exp + 1) for every element, so each term is an integer of magnitude below 2^(F + 2);
 //  - the step's sum rounded toward zero to an f32-layout output is a truncation of the double's bits
 //    when the result is a normal f32;
-//  - every other case (NaN or Inf in the group or in C, an f16 output, a result outside the normal
-//    range) takes the model's own code: model_step, or the rounding of fused_sum.
-// Columns go in tiles of kTile; tiles and rows run in parallel (oneTBB).
-// (The kernels use GCC vector extensions: a v8d is one AVX-512 register, two AVX2 or four SSE2 ones.)
+//  - every other case (NaN or Inf in the group or in C, a result outside the normal range, an f16 output
+//    on the wide path) takes the model's own code: model_step, or the rounding of fused_sum.
+// Two kernels compute the finite steps, chosen per GEMM from the operands (choose_path):
+//  - narrow (f32 lanes, 16 to a vector, four rows of A at a time): when every product of the operands is an
+//    f32 normal value exactly (at most 24 significant bits, magnitudes within f32's normal range), F <= 25
+//    and the output is f32-layout.  x * y is then exact in f32 and so is its scaling by 2^(F - emax) (or
+//    the result is below 1 and truncates to 0 either way); the terms, below 2^27, are summed in two int32
+//    accumulators of at most 2^(29 - F) terms each (below 2^31), C's term apart, and the three added in
+//    doubles.  2^(F - emax) is an f32 whenever some product is nonzero (every nonzero product has an exponent
+//    of at least F - 127, checked); when it is not, all products are zero and the scale is clamped to 2^127,
+//    which leaves them zero: only C's term needs the true scale, and a nonzero C takes model_step there;
+//  - wide (f64 lanes, 8 to a vector, one row at a time) for the rest: every product and scaling is exact in
+//    double, the terms (below 2^(F + 2) <= 2^30) are int32 and the group sum stays below 2^37.
+// Columns go in tiles of kTile; tiles and blocks of rows run in parallel (oneTBB).
+// (The kernels use GCC vector extensions: a v16f or a v8d is one AVX-512 register, two AVX2 or four SSE2 ones.)
 
-constexpr int kTile = 64;
+constexpr int kTile = 32;     // columns per tile: two vectors of 16 f32 lanes
+constexpr int kRowBlock = 4;  // rows of A per block
 
+typedef float v16f __attribute__((vector_size(64)));
+typedef std::int32_t v16i __attribute__((vector_size(64)));
+typedef float v8f __attribute__((vector_size(32)));
+typedef std::uint32_t v16u __attribute__((vector_size(64)));
+typedef std::int16_t v32h __attribute__((vector_size(64)));
+typedef std::int16_t v16h __attribute__((vector_size(32)));
 
-double pow2(int e) { return std::bit_cast<double>(static_cast<std::uint64_t>(1023 + e) << 52); }
+// The narrow kernel wants AVX-512BW (16-bit lanes) and DQ beside AVX-512F: x86-64-v4, else AVX2, else the baseline.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define LOWBIT_NARROW_CLONES [[gnu::target_clones("arch=x86-64-v4", "avx2", "default")]]
+#endif
+#endif
+#ifndef LOWBIT_NARROW_CLONES
+#define LOWBIT_NARROW_CLONES
+#endif
 
-// Operands decoded once.  A is rows x kp, B is kp x cols (kp = K padded to the group with zero codes).
-// The steps run `step_model`, fused, over `step` elements at a time: the model itself, or for an f16_pairs
-// model its half-step over operands converted to f16 with each instruction's K permuted so that its first
-// half-step reads k = 4q, 4q+1 and its second k = 4q+2, 4q+3 (owned here, and already padded).
+enum class FastPath : std::uint8_t {
+  none,    // every step through model_step (block-scaled models, F > 28)
+  wide,    // f64 lanes
+  narrow,  // f32 lanes
+};
+
+// One element decoded: its exact value, MMA-Sim's exponent, whether it is NaN or infinite, whether it keeps the
+// bound |x| <= 2^(exp + 1) the fast sums rely on, and for a nonzero finite value its binade (floor(log2 |x|))
+// and the span of its significand's set bits.
+struct Decoded {
+  double value = 0;
+  std::int32_t exp = 0;
+  bool special = false;
+  bool bounded = true;
+  bool nonzero = false;
+  int binade = 0;
+  int sig_bits = 0;
+};
+
+Decoded decode_element(const Format& f, std::uint64_t code, bool tf32) {
+  const Unpacked u = maybe_tf32(f, code, tf32);
+  Decoded d;
+  d.exp = term_of(f, u).exp;
+  d.special = u.cls == ValueClass::nan || u.cls == ValueClass::inf;
+  if (u.cls != ValueClass::finite) return d;
+  // Powers of two as bit patterns where they are normal doubles (every built-in format's are), else ldexp.
+  auto pow2 = [](int e) { return e >= -1022 && e <= 1023 ? pow2_normal(e) : std::ldexp(1.0, e); };
+  const double v = static_cast<double>(u.significand) * pow2(u.exponent);
+  d.value = u.negative ? -v : v;
+  d.bounded = v <= pow2(d.exp + 1);
+  d.nonzero = true;
+  d.binade = u.exponent + static_cast<int>(bits::width(u.significand)) - 1;
+  d.sig_bits = static_cast<int>(bits::width(u.significand)) - std::countr_zero(u.significand);
+  return d;
+}
+
+// An operand's elements decoded once: through a table of every code for formats of at most 16 bits, else element
+// by element into a copy of the whole operand (each element is read twice: for its range, then for the kernels).
+class Decoder {
+ public:
+  Decoder(const Format& f, bool tf32, const std::vector<std::uint64_t>& codes) {
+    if (f.storage_bits() <= 16) {
+      table_.resize(std::size_t{1} << f.storage_bits());
+      for (std::size_t c = 0; c < table_.size(); ++c) table_[c] = decode_element(f, c, tf32);
+      // Codes beyond the format's storage width (never valid) are decoded element by element, as they are.
+      for (std::uint64_t c : codes)
+        if (c >= table_.size()) {
+          table_.clear();
+          break;
+        }
+      if (!table_.empty()) return;
+    }
+    elements_.resize(codes.size());
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, codes.size(), 1 << 14),
+                      [&](const tbb::blocked_range<std::size_t>& r) {
+                        for (std::size_t i = r.begin(); i != r.end(); ++i)
+                          elements_[i] = decode_element(f, codes[i], tf32);
+                      });
+  }
+  // Element `index` of the operand, whose code is `code`.
+  const Decoded& operator()(std::size_t index, std::uint64_t code) const {
+    return table_.empty() ? elements_[index] : table_[code];
+  }
+
+ private:
+  std::vector<Decoded> table_, elements_;
+};
+
+// What an operand's finite nonzero values span, for choose_path.
+struct Range {
+  bool bounded = true;
+  bool any = false;
+  int min_binade = 0, max_binade = 0, min_exp = 0, sig_bits = 0;
+  void add(const Decoded& d) {
+    bounded = bounded && d.bounded;
+    if (!d.nonzero) return;
+    if (!any) {
+      any = true;
+      min_binade = max_binade = d.binade;
+      min_exp = d.exp;
+    }
+    min_binade = std::min(min_binade, d.binade);
+    max_binade = std::max(max_binade, d.binade);
+    min_exp = std::min(min_exp, d.exp);
+    sig_bits = std::max(sig_bits, d.sig_bits);
+  }
+  void add(const Range& r) {
+    bounded = bounded && r.bounded;
+    if (!r.any) return;
+    if (!any) {
+      *this = r;
+      return;
+    }
+    min_binade = std::min(min_binade, r.min_binade);
+    max_binade = std::max(max_binade, r.max_binade);
+    min_exp = std::min(min_exp, r.min_exp);
+    sig_bits = std::max(sig_bits, r.sig_bits);
+  }
+};
+
+// Operands decoded once.  A is rows x kp, B is kp x cols (kp = K padded to the group with zero codes), B stored
+// tile by tile: each tile kp x kTile, row-major (the columns past n are zeros).  The steps run `step_model`,
+// fused, over `step` elements at a time: the model itself, or for an f16_pairs model its half-step over operands
+// converted to f16 with each instruction's K permuted so that its first half-step reads k = 4q, 4q+1 and its
+// second k = 4q+2, 4q+3 (owned here, and already padded).
 struct FastOperands {
   TensorCoreModel step_model{};
   const Matrix* a = nullptr;
@@ -846,13 +1097,16 @@ struct FastOperands {
   std::unique_ptr<Matrix> own_a, own_b;
   int m = 0, n = 0, kk = 0, kp = 0, group = 0, groups = 0;
   int step = 0, steps = 0;  // elements per fused step, and steps in all (kp / step)
-  int tiles = 0;  // B is stored tile by tile: each tile kp x kTile, row-major (the extra columns are zeros)
+  int tiles = 0;
   std::uint64_t pad_a = 0, pad_b = 0;
-  std::vector<double> va, vb;
-  std::vector<std::int32_t> ea, eb;
-  std::vector<std::uint8_t> special_a;  // m x steps: a NaN or Inf in the row's step
-  std::vector<std::uint8_t> special_b;  // steps x n
-  bool fast = false;                    // false: every step goes through model_step
+  FastPath path = FastPath::none;
+  std::vector<double> va, vb;              // wide: the values
+  std::vector<float> xa, xb;               // narrow: the values
+  std::vector<std::int32_t> ea, eb;        // wide: the exponents
+  std::vector<std::int16_t> ha, hb;        // narrow: the exponents
+  std::vector<std::uint8_t> special_a;     // m x steps: a NaN or Inf in the row's step
+  std::vector<std::uint8_t> special_b;     // steps x n
+  std::vector<std::uint8_t> special_tile;  // steps x tiles: some column of the tile has one
 };
 
 // An f16_pairs operand: converted to f16, each instruction's K (`group`) permuted as FastOperands says, K
@@ -884,16 +1138,33 @@ Matrix pairs_operand(const Matrix& x, int group, int kp, bool rows_are_k) {
   return r;
 }
 
-// Decode one element; false when it breaks the bound |x| <= 2^(exp + 1) the fast sum relies on.
-bool decode_element(const Format& f, std::uint64_t code, bool tf32, double& value, std::int32_t& exp, bool& special) {
-  const Unpacked u = maybe_tf32(f, code, tf32);
-  exp = term_of(f, u).exp;
-  special = u.cls == ValueClass::nan || u.cls == ValueClass::inf;
-  value = 0;
-  if (u.cls != ValueClass::finite) return true;
-  const double v = std::ldexp(static_cast<double>(u.significand), u.exponent);
-  value = u.negative ? -v : v;
-  return v <= std::ldexp(1.0, exp + 1);
+// The ranges of A (m x kk, K padded to kp) and B (kk x n) over their codes, in parallel.
+Range operand_range(const Decoder& decode, const std::vector<std::uint64_t>& codes) {
+  return tbb::parallel_reduce(
+      tbb::blocked_range<std::size_t>(0, codes.size(), 1 << 14), Range{},
+      [&](const tbb::blocked_range<std::size_t>& r, Range acc) {
+        for (std::size_t i = r.begin(); i != r.end(); ++i) acc.add(decode(i, codes[i]));
+        return acc;
+      },
+      [](Range x, const Range& y) {
+        x.add(y);
+        return x;
+      });
+}
+
+FastPath choose_path(const TensorCoreModel& model, const Range& ra, const Range& rb) {
+  if (model.scale != BlockScale::none || model.fraction_bits > 28 || !ra.bounded || !rb.bounded) return FastPath::none;
+  const int F = model.fraction_bits;
+  // The narrow kernel alternates two int32 accumulators, C's term in one of them: each holds at most
+  // ceil(group / 2) terms below 2^(F + 2) and one below 2^(F + 1).
+  const std::int64_t per_accumulator = (model.group + 1) / 2;
+  const bool narrow_sums = model.output != Output::f16_rne && F <= 25 &&
+                           (per_accumulator << (F + 2)) + (std::int64_t{1} << (F + 1)) <= std::int64_t{1} << 31;
+  bool products_fit = true;
+  if (ra.any && rb.any)
+    products_fit = ra.sig_bits + rb.sig_bits <= 24 && ra.min_binade + rb.min_binade >= -126 &&
+                   ra.max_binade + rb.max_binade <= 125 && ra.min_exp + rb.min_exp >= F - 127;
+  return narrow_sums && products_fit ? FastPath::narrow : FastPath::wide;
 }
 
 FastOperands prepare(const TensorCoreModel& model, const Matrix& a, const Matrix& b) {
@@ -921,45 +1192,70 @@ FastOperands prepare(const TensorCoreModel& model, const Matrix& a, const Matrix
   f.tiles = (f.n + kTile - 1) / kTile;
   f.pad_a = f.a->format->encode(false, 0);
   f.pad_b = f.b->format->encode(false, 0);
-  f.fast = model.scale == BlockScale::none && model.fraction_bits <= 28;
-  if (!f.fast) return f;
-  const Format& fa = *f.a->format;
-  const Format& fb = *f.b->format;
   const bool tf32 = f.step_model.truncate_tf32;
+  if (model.scale != BlockScale::none) return f;  // block-scaled models: every step through model_step
+  const Decoder decode_a(*f.a->format, tf32, f.a->codes), decode_b(*f.b->format, tf32, f.b->codes);
+  const Decoded pad_a = decode_element(*f.a->format, f.pad_a, tf32),
+                pad_b = decode_element(*f.b->format, f.pad_b, tf32);
+  f.path = choose_path(f.step_model, operand_range(decode_a, f.a->codes), operand_range(decode_b, f.b->codes));
+  if (f.path == FastPath::none) return f;
+  const bool narrow = f.path == FastPath::narrow;
   const std::size_t m = static_cast<std::size_t>(f.m), n = static_cast<std::size_t>(f.n),
                     kp = static_cast<std::size_t>(f.kp), steps = static_cast<std::size_t>(f.steps),
-                    step = static_cast<std::size_t>(f.step), kk = static_cast<std::size_t>(f.kk);
-  f.va.resize(m * kp);
-  f.ea.resize(m * kp);
-  const std::size_t tile = static_cast<std::size_t>(kTile);
-  f.vb.assign(kp * tile * static_cast<std::size_t>(f.tiles), 0.0);
-  f.eb.assign(f.vb.size(), -252);
+                    step = static_cast<std::size_t>(f.step), kk = static_cast<std::size_t>(f.kk),
+                    tile = static_cast<std::size_t>(kTile), tiles = static_cast<std::size_t>(f.tiles);
+  if (narrow) {
+    f.xa.resize(m * kp);
+    f.ha.resize(m * kp);
+    f.xb.assign(kp * tile * tiles, 0.0f);
+    f.hb.assign(kp * tile * tiles, -252);
+  } else {
+    f.va.resize(m * kp);
+    f.ea.resize(m * kp);
+    f.vb.assign(kp * tile * tiles, 0.0);
+    f.eb.assign(kp * tile * tiles, -252);
+  }
   f.special_a.assign(m * steps, 0);
   f.special_b.assign(steps * n, 0);
-  bool ok = true;
-  for (std::size_t i = 0; i < m; ++i)
-    for (std::size_t k = 0; k < kp; ++k) {
-      const std::uint64_t code = k < kk ? f.a->codes[i * kk + k] : f.pad_a;
-      bool special = false;
-      ok &= decode_element(fa, code, tf32, f.va[i * kp + k], f.ea[i * kp + k], special);
-      if (special) f.special_a[i * steps + k / step] = 1;
-    }
-  for (std::size_t k = 0; k < kp; ++k)
-    for (std::size_t j = 0; j < n; ++j) {
-      const std::uint64_t code = k < kk ? f.b->codes[k * n + j] : f.pad_b;
-      bool special = false;
-      const std::size_t at = (j / tile) * kp * tile + k * tile + j % tile;
-      ok &= decode_element(fb, code, tf32, f.vb[at], f.eb[at], special);
-      if (special) f.special_b[(k / step) * n + j] = 1;
-    }
-  f.fast = ok;
+  f.special_tile.assign(steps * tiles, 0);
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, m, 16), [&](const tbb::blocked_range<std::size_t>& r) {
+    for (std::size_t i = r.begin(); i != r.end(); ++i)
+      for (std::size_t k = 0; k < kp; ++k) {
+        const Decoded& d = k < kk ? decode_a(i * kk + k, f.a->codes[i * kk + k]) : pad_a;
+        if (narrow) {
+          f.xa[i * kp + k] = static_cast<float>(d.value);
+          f.ha[i * kp + k] = static_cast<std::int16_t>(d.exp);
+        } else {
+          f.va[i * kp + k] = d.value;
+          f.ea[i * kp + k] = d.exp;
+        }
+        if (d.special) f.special_a[i * steps + k / step] = 1;
+      }
+  });
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, kp, 16), [&](const tbb::blocked_range<std::size_t>& r) {
+    for (std::size_t k = r.begin(); k != r.end(); ++k)
+      for (std::size_t j = 0; j < n; ++j) {
+        const Decoded& d = k < kk ? decode_b(k * n + j, f.b->codes[k * n + j]) : pad_b;
+        const std::size_t at = (j / tile) * kp * tile + k * tile + j % tile;
+        if (narrow) {
+          f.xb[at] = static_cast<float>(d.value);
+          f.hb[at] = static_cast<std::int16_t>(d.exp);
+        } else {
+          f.vb[at] = d.value;
+          f.eb[at] = d.exp;
+        }
+        if (d.special) f.special_b[(k / step) * n + j] = 1;
+      }
+  });
+  for (std::size_t t = 0; t < steps; ++t)
+    for (std::size_t j = 0; j < n; ++j)
+      if (f.special_b[t * n + j]) f.special_tile[t * tiles + j / tile] = 1;
   return f;
 }
 
-// One group of one row over kTile columns: em = the largest term exponent per column (C included), s = the
-// aligned, truncated sum of C and the group's products, an integer held in a double.  Eight columns at a
-// time in vector registers, K innermost so that the maxima and sums stay in registers.
-
+// The wide kernel: one group of one row over kTile columns: em = the largest term exponent per column (C
+// included), s = the aligned, truncated sum of C and the group's products, an integer held in a double.  Eight
+// columns at a time in vector registers, K innermost so that the maxima and sums stay in registers.
 LOWBIT_GEMM_CLONES void group_kernel(int len, int fbits, const std::int32_t* ea, const double* va,
                                      const std::int32_t* eb, const double* vb, std::size_t ldb,
                                      const std::int32_t* cexp, const double* cval, std::int32_t* em, double* s) {
@@ -998,11 +1294,11 @@ LOWBIT_GEMM_CLONES void group_kernel(int len, int fbits, const std::int32_t* ea,
   }
 }
 
-// The rounded result of a finite step: the sum s * 2^(emax - F).
+// The rounded result of a finite step of the wide kernel: the sum s * 2^(emax - F).
 std::uint32_t finish_step(const TensorCoreModel& model, double s, int emax) {
   if (model.output != Output::f16_rne && s != 0) {
     const int keep = model.output == Output::f32_rz ? 23 : 13;
-    std::uint64_t bits = std::bit_cast<std::uint64_t>(s * pow2(emax - model.fraction_bits));
+    std::uint64_t bits = std::bit_cast<std::uint64_t>(s * pow2_normal(emax - model.fraction_bits));
     const int e = static_cast<int>((bits >> 52) & 0x7FF) - 1023;
     if (e >= -126 && e <= 127) {  // a normal f32: rounding toward zero drops the low bits
       bits &= ~((std::uint64_t{1} << (52 - keep)) - 1);
@@ -1012,7 +1308,7 @@ std::uint32_t finish_step(const TensorCoreModel& model, double s, int emax) {
   return round_sum(model, static_cast<i128>(static_cast<std::int64_t>(s)), emax);
 }
 
-// C as a term: MMA-Sim's exponent and the value (0 for NaN and Inf, which set `special`).
+// C as a term of the wide kernel: MMA-Sim's exponent and the value (0 for NaN and Inf, which set `special`).
 void decode_c(const Format& acc, std::uint32_t code, std::int32_t& exp, double& value, std::uint8_t& special) {
   if (&acc == &formats::f32) {
     const int field = static_cast<int>((code >> 23) & 0xFF);
@@ -1021,20 +1317,206 @@ void decode_c(const Format& acc, std::uint32_t code, std::int32_t& exp, double& 
     value = special ? 0.0 : static_cast<double>(std::bit_cast<float>(code));
     return;
   }
-  bool sp = false;
-  decode_element(acc, code, false, value, exp, sp);
-  special = sp;
+  const Decoded d = decode_element(acc, code, false);
+  exp = d.exp;
+  value = d.value;
+  special = d.special;
 }
 
-// Working state of one row and one tile of columns.
+// One step of the narrow kernel for a block of kRowBlock rows over one tile.
+struct NarrowStep {
+  int len = 0;                             // products in the step
+  int fbits = 0;                           // F
+  int keep = 0;                            // fraction bits of the output: 23 (f32_rz) or 13 (e8m13)
+  bool wide_total = false;                 // the total may reach 2^31 - 64 (narrow_wide_total): check for overflow
+  const std::int16_t* ea[kRowBlock] = {};  // row r's exponents and values at the step's first k
+  const float* xa[kRowBlock] = {};
+  const std::int16_t* eb = nullptr;  // the tile's exponents and values at the step's first k, kTile per k
+  const float* xb = nullptr;
+  const std::uint32_t* c = nullptr;  // kRowBlock x kTile codes of C (f32)
+  std::uint32_t* d = nullptr;        // kRowBlock x kTile results
+  std::uint32_t* redo = nullptr;     // kRowBlock x kTile: nonzero where the lane must take model_step
+};
+
+// Whether a step's total may reach 2^31 - 64 (then it may overflow int32, or its conversion to f32 round to 2^31):
+// each accumulator holds at most ceil(step / 2) terms below 2^(F + 2), one of them C's term below 2^(F + 1) too.
+bool narrow_wide_total(int step, int fbits) {
+  const std::int64_t per = (step + 1) / 2;
+  return 2 * (per << (fbits + 2)) + (std::int64_t{1} << (fbits + 1)) > (std::int64_t{1} << 31) - 64;
+}
+
+// The finish of sixteen lanes: total = a0 + a1 (the terms, C's among them) times 2^(e - F), rounded toward zero to
+// `keep` fraction bits; `bad` is all ones where that is not a normal f32 or the int32 sum overflowed (an exact zero
+// total is +0 whatever e is).  total is rounded toward zero to 24 bits by converting it to f32 (to nearest) and
+// stepping back one unit toward zero when the conversion rounded away from zero (cvtt of the f32 is then farther
+// from zero than total: back - total nonzero with total's sign); times 2^(e - F) that is exact whenever the result
+// is a normal f32.  (Inlined into each build of narrow_kernel, whose instruction set it then uses.  gcc 12
+// scalarises & and | of comparison results, and of two selects, on these vectors: each mask here is arithmetic or
+// comes from one unsigned comparison, of the largest of the quantities whose ranges are checked.)
+[[gnu::always_inline]] inline void narrow_finish(const NarrowStep& s, v16i a0, v16i a1, v16i e, std::uint32_t* d,
+                                                 std::uint32_t* bad) {
+  v16u sum_u, a0_u, a1_u;
+  std::memcpy(&a0_u, &a0, sizeof a0);
+  std::memcpy(&a1_u, &a1, sizeof a1);
+  sum_u = a0_u + a1_u;  // wraps on overflow, which is flagged
+  v16i total;
+  std::memcpy(&total, &sum_u, sizeof total);
+  const v16i overflow = ((a0 ^ total) & (a1 ^ total)) >> 31;  // -1 where a0 and a1 share a sign that total lacks
+  const v16f nearest = __builtin_convertvector(total, v16f);
+  const v16i back = __builtin_convertvector(nearest, v16i), diff = back - total;
+  const v16i away = (~(diff ^ total) & (diff | -diff)) >> 31;  // -1 where the conversion rounded away from zero
+  v16i t_bits;
+  std::memcpy(&t_bits, &nearest, sizeof t_bits);
+  t_bits += away;  // one unit toward zero (nearest is not zero there)
+  v16f t;
+  std::memcpy(&t, &t_bits, sizeof t);
+  // 2^(e - F) is an f32 when e - F is in [-126, 127], and so is the result when its field is in [1, 254]; the
+  // conversion's field must stay below 158 (|total| < 2^31: cvtt of 2^31 has no int32).
+  const v16i shift = e - s.fbits;
+  const v16i scale_bits = (shift + 127) << 23;
+  v16f scale;
+  std::memcpy(&scale, &scale_bits, sizeof scale);
+  const v16f y = t * scale;
+  v16i bits;
+  std::memcpy(&bits, &y, sizeof bits);
+  const v16i field = ((bits >> 23) & 0xFF) - 1, moved = shift + 126;
+  v16u range_field, range_shift;
+  std::memcpy(&range_field, &field, sizeof field);
+  std::memcpy(&range_shift, &moved, sizeof moved);
+  v16u out_of_range = range_field > range_shift ? range_field : range_shift;
+  const v16i nonzero = (total | -total) >> 31;  // -1 where total != 0
+  v16u nonzero_u;
+  std::memcpy(&nonzero_u, &nonzero, sizeof nonzero);
+  if (s.wide_total) {
+    const v16i big = ((t_bits >> 23) & 0xFF) + (253 - 157);
+    v16u range_big;
+    std::memcpy(&range_big, &big, sizeof big);
+    out_of_range = out_of_range > range_big ? out_of_range : range_big;
+  }
+  v16u flagged = out_of_range > 253u ? nonzero_u : v16u{};
+  if (s.wide_total) {
+    v16u overflow_u;
+    std::memcpy(&overflow_u, &overflow, sizeof overflow);
+    flagged = flagged > overflow_u ? flagged : overflow_u;
+  }
+  std::memcpy(bad, &flagged, sizeof flagged);
+  bits &= ~((1 << (23 - s.keep)) - 1) & nonzero;  // a zero total is +0 (the scale may be garbage then)
+  std::memcpy(d, &bits, sizeof bits);
+}
+
+// Returns whether some lane needs model_step.  The largest exponents are found in 16-bit lanes (all 32 columns of
+// the tile in one vector; every exponent sum lies in [-252, 254]), the terms in f32 lanes.  Masks are all-ones
+// lanes of unsigned vectors, merged by their maximum (see narrow_finish).
+LOWBIT_NARROW_CLONES bool narrow_kernel(const NarrowStep& s) {
+  constexpr int R = kRowBlock, V = kTile / 16;
+  static_assert(kTile == 32, "the exponent pass holds a tile in one vector of 32 16-bit lanes");
+  v16i e[R][V];
+  v16u flags[R][V];
+  v16f cval[R][V];
+  v32h e16[R];
+  const v16i m126 = v16i{} - 126, zero = {};
+  const v16u ones = v16u{} - 1u;
+  for (int r = 0; r < R; ++r) {
+    for (int v = 0; v < V; ++v) {
+      v16i code;
+      std::memcpy(&code, s.c + r * kTile + v * 16, sizeof code);
+      const v16i field = (code >> 23) & 0xFF;
+      e[r][v] = field == 0 ? m126 : field - 127;
+      flags[r][v] = field == 0xFF ? ones : v16u{};  // a NaN or an infinite C counts as zero here and is redone
+      code = field == 0xFF ? zero : code;
+      std::memcpy(&cval[r][v], &code, sizeof code);
+    }
+    const v16h low = __builtin_convertvector(e[r][0], v16h), high = __builtin_convertvector(e[r][1], v16h);
+    e16[r] = __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+                                     20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+  }
+  for (int k = 0; k < s.len; ++k) {
+    v32h b;
+    std::memcpy(&b, s.eb + static_cast<std::size_t>(k) * kTile, sizeof b);
+    for (int r = 0; r < R; ++r) {
+      const v32h t = b + s.ea[r][k];
+      e16[r] = t > e16[r] ? t : e16[r];
+    }
+  }
+  v16f scale[R][V];
+  v16i acc0[R][V], acc1[R][V];
+  for (int r = 0; r < R; ++r) {
+    const v16h low = __builtin_shufflevector(e16[r], e16[r], 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const v16h high =
+        __builtin_shufflevector(e16[r], e16[r], 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+    e[r][0] = __builtin_convertvector(low, v16i);
+    e[r][1] = __builtin_convertvector(high, v16i);
+    for (int v = 0; v < V; ++v) {
+      const v16i se = s.fbits - e[r][v];
+      const v16i clamped = se > 127 ? zero + 127 : se;
+      const v16i field = (clamped + 127) << 23;
+      std::memcpy(&scale[r][v], &field, sizeof field);
+      // C's term starts the first accumulator; with the scale clamped only a zero C is exact (choose_path).
+      acc0[r][v] = __builtin_convertvector(cval[r][v] * scale[r][v], v16i);
+      acc1[r][v] = zero;
+      v16i c_bits;
+      std::memcpy(&c_bits, &cval[r][v], sizeof c_bits);
+      const v16i c_mag = c_bits & 0x7FFFFFFF;
+      v16u c_nonzero;
+      std::memcpy(&c_nonzero, &c_mag, sizeof c_mag);
+      const v16u lost = se > 127 ? c_nonzero : v16u{};  // nonzero where C's true scale is lost
+      flags[r][v] = flags[r][v] > lost ? flags[r][v] : lost;
+    }
+  }
+  int k = 0;
+  for (; k + 1 < s.len; k += 2) {  // two accumulators, two dependency chains (integer sums: any order is exact)
+    v16f y0[V], y1[V];
+    for (int v = 0; v < V; ++v) {
+      std::memcpy(&y0[v], s.xb + static_cast<std::size_t>(k) * kTile + v * 16, sizeof y0[v]);
+      std::memcpy(&y1[v], s.xb + static_cast<std::size_t>(k + 1) * kTile + v * 16, sizeof y1[v]);
+    }
+    for (int r = 0; r < R; ++r) {
+      const float x0 = s.xa[r][k], x1 = s.xa[r][k + 1];
+      for (int v = 0; v < V; ++v) {
+        acc0[r][v] += __builtin_convertvector(x0 * y0[v] * scale[r][v], v16i);
+        acc1[r][v] += __builtin_convertvector(x1 * y1[v] * scale[r][v], v16i);
+      }
+    }
+  }
+  if (k < s.len) {
+    v16f y0[V];
+    for (int v = 0; v < V; ++v) std::memcpy(&y0[v], s.xb + static_cast<std::size_t>(k) * kTile + v * 16, sizeof y0[v]);
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v) acc1[r][v] += __builtin_convertvector(s.xa[r][k] * y0[v] * scale[r][v], v16i);
+  }
+  v16u any = {};
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) {
+      const int at = r * kTile + v * 16;
+      std::uint32_t bad_lanes[16];
+      narrow_finish(s, acc0[r][v], acc1[r][v], e[r][v], s.d + at, bad_lanes);
+      v16u bad;
+      std::memcpy(&bad, bad_lanes, sizeof bad);
+      const v16u redo = flags[r][v] > bad ? flags[r][v] : bad;
+      std::memcpy(s.redo + at, &redo, sizeof redo);
+      any = any > redo ? any : redo;
+    }
+  std::uint32_t lanes[16];
+  std::memcpy(lanes, &any, sizeof lanes);
+  std::uint32_t all = 0;
+  for (std::uint32_t x : lanes) all |= x;
+  return all != 0;
+}
+
+// Working state of a block of rows and one tile of columns: C on entry to a step, the result after it.
 struct Lanes {
-  std::uint32_t code[kTile];
+  std::uint32_t store[2][kRowBlock * kTile];
+  std::uint32_t* code = store[0];  // row r, column j at r * kTile + j
+  std::uint32_t* next = store[1];
+  std::uint32_t redo[kRowBlock * kTile];
   std::int32_t cexp[kTile];
   double cval[kTile];
   std::uint8_t cspecial[kTile];
   std::int32_t em[kTile];
   double s[kTile];
   std::vector<std::uint64_t> ra, rb;
+  Lanes() = default;
+  Lanes(const Lanes&) = delete;
 };
 
 // Step t of row i, column j, through model_step (C = c).
@@ -1050,16 +1532,11 @@ std::uint32_t slow_step(const FastOperands& f, int i, int j, int t, std::uint32_
   return model_step(f.step_model, *f.a->format, l.ra, *f.b->format, l.rb, c);
 }
 
-// Steps [t0, t1) of row i over columns [j0, j0 + w); l.code holds C on entry and the result on return.
-void run_steps(const FastOperands& f, int i, int j0, int w, int t0, int t1, Lanes& l) {
+// Steps [t0, t1) of the wide kernel for row i (its lanes at `code`) over columns [j0, j0 + w).
+void wide_steps(const FastOperands& f, int i, int j0, int w, int t0, int t1, std::uint32_t* code, Lanes& l) {
   const TensorCoreModel& model = f.step_model;
-  if (!f.fast) {
-    for (int j = 0; j < w; ++j)
-      for (int t = t0; t < t1; ++t) l.code[j] = slow_step(f, i, j0 + j, t, l.code[j], l);
-    return;
-  }
   const Format& acc = accumulator_format(model);
-  for (int j = 0; j < w; ++j) decode_c(acc, l.code[j], l.cexp[j], l.cval[j], l.cspecial[j]);
+  for (int j = 0; j < w; ++j) decode_c(acc, code[j], l.cexp[j], l.cval[j], l.cspecial[j]);
   std::fill(l.cexp + w, l.cexp + kTile, -126);  // columns past the end: zeros
   std::fill(l.cval + w, l.cval + kTile, 0.0);
   const std::size_t kp = static_cast<std::size_t>(f.kp), n = static_cast<std::size_t>(f.n),
@@ -1073,41 +1550,98 @@ void run_steps(const FastOperands& f, int i, int j0, int w, int t0, int t1, Lane
                                          static_cast<std::size_t>(t)] != 0;
     const std::uint8_t* col_special = &f.special_b[static_cast<std::size_t>(t) * n + static_cast<std::size_t>(j0)];
     for (int j = 0; j < w; ++j) {
-      if (row_special || col_special[j] || l.cspecial[j]) l.code[j] = slow_step(f, i, j0 + j, t, l.code[j], l);
-      else l.code[j] = finish_step(model, l.s[j], l.em[j]);
-      decode_c(acc, l.code[j], l.cexp[j], l.cval[j], l.cspecial[j]);
+      if (row_special || col_special[j] || l.cspecial[j]) code[j] = slow_step(f, i, j0 + j, t, code[j], l);
+      else code[j] = finish_step(model, l.s[j], l.em[j]);
+      decode_c(acc, code[j], l.cexp[j], l.cval[j], l.cspecial[j]);
     }
   }
 }
 
-// Instructions [g0, g1) (groups of K) of row i over columns [j0, j0 + w); l.code holds C on entry and the
-// result on return.  An f16_pairs instruction: its two half-steps from +0, then C + their result in f32.
-void run_groups(const FastOperands& f, int i, int j0, int w, int g0, int g1, Lanes& l) {
-  if (f.step == f.group) {
-    run_steps(f, i, j0, w, g0, g1, l);
-    return;
-  }
-  const int per = f.group / f.step;
-  std::uint32_t c[kTile];
-  for (int g = g0; g < g1; ++g) {
-    std::copy(l.code, l.code + w, c);
-    std::fill(l.code, l.code + w, 0u);
-    run_steps(f, i, j0, w, g * per, (g + 1) * per, l);
-    for (int j = 0; j < w; ++j) l.code[j] = gpu_add(c[j], l.code[j]);
+// Steps [t0, t1) of the narrow kernel for rows [i0, i0 + rows) over columns [j0, j0 + w).
+void narrow_steps(const FastOperands& f, int i0, int rows, int j0, int w, int t0, int t1, Lanes& l) {
+  const std::size_t kp = static_cast<std::size_t>(f.kp), n = static_cast<std::size_t>(f.n);
+  const std::size_t tile = static_cast<std::size_t>(j0 / kTile), tiles = static_cast<std::size_t>(f.tiles);
+  NarrowStep s;
+  s.len = f.step;
+  s.fbits = f.step_model.fraction_bits;
+  s.keep = f.step_model.output == Output::f32_rz ? 23 : 13;
+  s.wide_total = narrow_wide_total(f.step, s.fbits);
+  s.redo = l.redo;
+  for (int t = t0; t < t1; ++t) {
+    const std::size_t k0 = static_cast<std::size_t>(t) * static_cast<std::size_t>(f.step);
+    bool special = f.special_tile[static_cast<std::size_t>(t) * tiles + tile] != 0;
+    for (int r = 0; r < kRowBlock; ++r) {
+      const std::size_t i = static_cast<std::size_t>(i0 + std::min(r, rows - 1));  // rows past the end: repeats
+      s.ea[r] = &f.ha[i * kp + k0];
+      s.xa[r] = &f.xa[i * kp + k0];
+      if (r < rows) special |= f.special_a[i * static_cast<std::size_t>(f.steps) + static_cast<std::size_t>(t)] != 0;
+    }
+    s.eb = &f.hb[tile * kp * kTile + k0 * kTile];
+    s.xb = &f.xb[tile * kp * kTile + k0 * kTile];
+    s.c = l.code;
+    s.d = l.next;
+    if (narrow_kernel(s) || special) {
+      const std::uint8_t* col_special = &f.special_b[static_cast<std::size_t>(t) * n + static_cast<std::size_t>(j0)];
+      for (int r = 0; r < rows; ++r) {
+        const int i = i0 + r;
+        const bool row_special = f.special_a[static_cast<std::size_t>(i) * static_cast<std::size_t>(f.steps) +
+                                             static_cast<std::size_t>(t)] != 0;
+        for (int j = 0; j < w; ++j)
+          if (row_special || col_special[j] || l.redo[r * kTile + j])
+            l.next[r * kTile + j] = slow_step(f, i, j0 + j, t, l.code[r * kTile + j], l);
+      }
+    }
+    std::swap(l.code, l.next);
   }
 }
 
-// body(i, j0, w, lanes) for every row and tile of columns, in parallel; tiles outermost within a task so
-// that a tile of B stays in cache across rows.
+// Steps [t0, t1) of rows [i0, i0 + rows) over columns [j0, j0 + w); l.code holds C on entry and the result on
+// return.
+void run_steps(const FastOperands& f, int i0, int rows, int j0, int w, int t0, int t1, Lanes& l) {
+  switch (f.path) {
+    case FastPath::narrow: narrow_steps(f, i0, rows, j0, w, t0, t1, l); return;
+    case FastPath::wide:
+      for (int r = 0; r < rows; ++r) wide_steps(f, i0 + r, j0, w, t0, t1, l.code + r * kTile, l);
+      return;
+    case FastPath::none:
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < w; ++j)
+          for (int t = t0; t < t1; ++t)
+            l.code[r * kTile + j] = slow_step(f, i0 + r, j0 + j, t, l.code[r * kTile + j], l);
+      return;
+  }
+}
+
+// Instructions [g0, g1) (groups of K) of rows [i0, i0 + rows) over columns [j0, j0 + w); l.code holds C on entry
+// and the result on return.  An f16_pairs instruction: its two half-steps from +0, then C + their result in f32.
+void run_groups(const FastOperands& f, int i0, int rows, int j0, int w, int g0, int g1, Lanes& l) {
+  if (f.step == f.group) {
+    run_steps(f, i0, rows, j0, w, g0, g1, l);
+    return;
+  }
+  const int per = f.group / f.step;
+  std::uint32_t c[kRowBlock * kTile];
+  for (int g = g0; g < g1; ++g) {
+    std::copy(l.code, l.code + kRowBlock * kTile, c);
+    std::fill(l.code, l.code + kRowBlock * kTile, 0u);
+    run_steps(f, i0, rows, j0, w, g * per, (g + 1) * per, l);
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < w; ++j) l.code[r * kTile + j] = gpu_add(c[r * kTile + j], l.code[r * kTile + j]);
+  }
+}
+
+// body(i0, rows, j0, w, lanes) for every block of rows and tile of columns, in parallel; tiles outermost within
+// a task so that a tile of B stays in cache across rows.  Lanes past w (and rows past `rows`) hold zeros.
 template <class Body>
 void for_each_tile(int m, int n, const Body& body) {
-  const int tiles = (n + kTile - 1) / kTile;
-  tbb::parallel_for(tbb::blocked_range2d<int>(0, m, 16, 0, tiles, 4), [&](const tbb::blocked_range2d<int>& r) {
+  const int tiles = (n + kTile - 1) / kTile, blocks = (m + kRowBlock - 1) / kRowBlock;
+  tbb::parallel_for(tbb::blocked_range2d<int>(0, blocks, 4, 0, tiles, 4), [&](const tbb::blocked_range2d<int>& r) {
     Lanes l;
     for (int t = r.cols().begin(); t != r.cols().end(); ++t)
-      for (int i = r.rows().begin(); i != r.rows().end(); ++i) {
-        const int j0 = t * kTile;
-        body(i, j0, std::min(kTile, n - j0), l);
+      for (int blk = r.rows().begin(); blk != r.rows().end(); ++blk) {
+        const int i0 = blk * kRowBlock, j0 = t * kTile;
+        std::fill(l.code, l.code + kRowBlock * kTile, 0u);
+        body(i0, std::min(kRowBlock, m - i0), j0, std::min(kTile, n - j0), l);
       }
   });
 }
@@ -1225,11 +1759,14 @@ std::vector<std::uint64_t> run_model(const TensorCoreModel& model, const Matrix&
   std::vector<std::uint64_t> d(static_cast<std::size_t>(m) * n);
   if (!scaled) {
     const FastOperands f = prepare(model, a, b);
-    for_each_tile(m, n, [&](int i, int j0, int w, Lanes& l) {
-      for (int j = 0; j < w; ++j)
-        l.code[j] = c ? static_cast<std::uint32_t>(convert(*c->format, c->at(i, j0 + j), acc, rne_policy).code) : 0;
-      run_groups(f, i, j0, w, 0, f.groups, l);
-      for (int j = 0; j < w; ++j) d[static_cast<std::size_t>(i) * n + j0 + j] = l.code[j];
+    for_each_tile(m, n, [&](int i0, int rows, int j0, int w, Lanes& l) {
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < w; ++j)
+          l.code[r * kTile + j] =
+              c ? static_cast<std::uint32_t>(convert(*c->format, c->at(i0 + r, j0 + j), acc, rne_policy).code) : 0;
+      run_groups(f, i0, rows, j0, w, 0, f.groups, l);
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < w; ++j) d[static_cast<std::size_t>(i0 + r) * n + j0 + j] = l.code[r * kTile + j];
     });
     return d;
   }
@@ -1276,15 +1813,19 @@ std::vector<std::uint64_t> run_promoted(const TensorCoreModel& inner, int block,
   const int g = inner.group;
   // For each output: acc = C (or 0); per block of K, the model from a zero C over the block's groups, then
   // acc = fma(s, partial, acc).
-  for_each_tile(m, n, [&](int i, int j0, int w, Lanes& l) {
-    float acc[kTile];
-    for (int j = 0; j < w; ++j) acc[j] = c ? c_value(*c, i, j0 + j) : 0.0f;
+  for_each_tile(m, n, [&](int i0, int rows, int j0, int w, Lanes& l) {
+    float acc[kRowBlock * kTile];
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < w; ++j) acc[r * kTile + j] = c ? c_value(*c, i0 + r, j0 + j) : 0.0f;
     for (int lo = 0; lo < kk; lo += block) {
-      std::fill(l.code, l.code + w, 0u);
-      run_groups(f, i, j0, w, lo / g, std::min(f.groups, (lo + block) / g), l);
-      for (int j = 0; j < w; ++j) acc[j] = std::fmaf(s, std::bit_cast<float>(l.code[j]), acc[j]);
+      std::fill(l.code, l.code + kRowBlock * kTile, 0u);
+      run_groups(f, i0, rows, j0, w, lo / g, std::min(f.groups, (lo + block) / g), l);
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < w; ++j)
+          acc[r * kTile + j] = std::fmaf(s, std::bit_cast<float>(l.code[r * kTile + j]), acc[r * kTile + j]);
     }
-    for (int j = 0; j < w; ++j) d[static_cast<std::size_t>(i) * n + j0 + j] = gpu_f32_bits(acc[j]);
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < w; ++j) d[static_cast<std::size_t>(i0 + r) * n + j0 + j] = gpu_f32_bits(acc[r * kTile + j]);
   });
   return d;
 }
@@ -1305,22 +1846,25 @@ std::vector<std::uint64_t> run_block_scaled(const TensorCoreModel& inner, const 
     const FastOperands f = prepare(inner, a, b);
     // Per 128-element block of K: the model from a zero C over the block's groups, then
     // acc = fma(fp32(sa * sb), partial, acc).
-    for_each_tile(m, n, [&](int i, int j0, int w, Lanes& l) {
-      float acc[kTile];
-      for (int j = 0; j < w; ++j)
-        acc[j] = c ? c_value(*c, i, j0 + j) : 0.0f;
+    for_each_tile(m, n, [&](int i0, int rows, int j0, int w, Lanes& l) {
+      float acc[kRowBlock * kTile];
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < w; ++j) acc[r * kTile + j] = c ? c_value(*c, i0 + r, j0 + j) : 0.0f;
       for (int blk = 0; blk < kb; ++blk) {
         const int lo = blk * 128;
-        std::fill(l.code, l.code + w, 0u);
-        run_groups(f, i, j0, w, lo / g, std::min(f.groups, (lo + 128) / g), l);
-        const float sa = std::bit_cast<float>(static_cast<std::uint32_t>(a_scales.at(i, blk)));
-        for (int j = 0; j < w; ++j) {
-          const float sb = std::bit_cast<float>(static_cast<std::uint32_t>(b_scales.at(blk, (j0 + j) / 128)));
-          const float sc = sa * sb;
-          acc[j] = std::fmaf(sc, std::bit_cast<float>(l.code[j]), acc[j]);
+        std::fill(l.code, l.code + kRowBlock * kTile, 0u);
+        run_groups(f, i0, rows, j0, w, lo / g, std::min(f.groups, (lo + 128) / g), l);
+        for (int r = 0; r < rows; ++r) {
+          const float sa = std::bit_cast<float>(static_cast<std::uint32_t>(a_scales.at(i0 + r, blk)));
+          for (int j = 0; j < w; ++j) {
+            const float sb = std::bit_cast<float>(static_cast<std::uint32_t>(b_scales.at(blk, (j0 + j) / 128)));
+            const float sc = sa * sb;
+            acc[r * kTile + j] = std::fmaf(sc, std::bit_cast<float>(l.code[r * kTile + j]), acc[r * kTile + j]);
+          }
         }
       }
-      for (int j = 0; j < w; ++j) d[static_cast<std::size_t>(i) * n + j0 + j] = gpu_f32_bits(acc[j]);
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < w; ++j) d[static_cast<std::size_t>(i0 + r) * n + j0 + j] = gpu_f32_bits(acc[r * kTile + j]);
     });
     return d;
   }

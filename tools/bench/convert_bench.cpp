@@ -5,7 +5,10 @@
 //     NaN, infinity, subnormal, normal, as the exhaustive sweeps see them), items per second.
 //     Semantics: the `cuda` profile (rne + satfinite for fp8/fp4, rne + nosat for bf16/f16), so every
 //     implementation computes the same codes.
-//     impl: simd        lowbit::convert_batch, codes only;
+//     impl: floor       the memory floor (convert_floor.hpp): read the f32 values, write one code's bytes per
+//                       value, nothing else, built at -O3 -march=native;
+//           simd        lowbit::convert_batch, codes only;
+//           floor/threads:2, simd/threads:2   the same on two threads (oneTBB, the input cut in 16 chunks);
 //           simd_flags  lowbit::convert_batch with flags and ternary;
 //           scalar      lowbit::convert one element at a time;
 //           exact       lowbit::exact::convert (GMP rationals), on the first 2^14 inputs;
@@ -15,9 +18,12 @@
 //     simd alone, the toolkit alone, and the differential sweep (both, compared code by code; the
 //     mismatch count is reported as a counter and must be 0).
 #include <benchmark/benchmark.h>
+#include <hwy/highway.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
+#include <tbb/version.h>
 
 #include <Eigen/Core>
 #include <atomic>
@@ -29,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "convert_floor.hpp"
 #include "lowbit/batch.hpp"
 #include "lowbit/convert.hpp"
 #include "lowbit/exact.hpp"
@@ -99,6 +106,53 @@ void simd(benchmark::State& state, const Format* to, bool with_flags) {
     benchmark::ClobberMemory();
   }
   state.SetLabel(batch_target_name());
+  finish(state, kInputs);
+}
+
+// `body(begin, end)` over the inputs on `threads` threads: 16 equal chunks.
+template <class Body>
+void on_threads(int threads, const Body& body) {
+  if (threads == 1) {
+    body(std::size_t{0}, kInputs);
+    return;
+  }
+  static tbb::task_arena arena(threads);
+  arena.execute([&] {
+    tbb::parallel_for(
+        tbb::blocked_range<std::size_t>(0, kInputs, kInputs / 16),
+        [&](const tbb::blocked_range<std::size_t>& r) { body(r.begin(), r.end()); }, tbb::static_partitioner());
+  });
+}
+
+void simd_threads(benchmark::State& state, const Format* to, int threads) {
+  const Policy p = cuda_policy(*to);
+  const auto& in = input_bits();
+  const std::size_t bytes = batch_code_bytes(*to);
+  std::vector<std::uint8_t> out(kInputs * bytes);
+  for (auto _ : state) {
+    on_threads(threads, [&](std::size_t b, std::size_t e) {
+      convert_batch(formats::f32, in.data() + b, e - b, *to, p, out.data() + b * bytes, nullptr, nullptr, nullptr);
+    });
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(batch_target_name());
+  state.counters["threads"] = threads;
+  finish(state, kInputs);
+}
+
+void floor_threads(benchmark::State& state, const Format* to, int threads, lowbit_bench::FloorStores stores) {
+  const auto& in = input_bits();
+  const int bytes = static_cast<int>(batch_code_bytes(*to));
+  std::vector<std::uint8_t> out(kInputs * static_cast<std::size_t>(bytes));
+  for (auto _ : state) {
+    on_threads(threads, [&](std::size_t b, std::size_t e) {
+      lowbit_bench::floor_kernel(in.data() + b, e - b, bytes, out.data() + b * static_cast<std::size_t>(bytes), stores);
+    });
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["threads"] = threads;
   finish(state, kInputs);
 }
 
@@ -222,23 +276,44 @@ void register_all() {
   for (const Target& t : targets) {
     const std::string base = std::string("BM_Convert/") + t.name + "/";
     const Format* f = t.format;
+    using lowbit_bench::FloorStores;
+    for (auto [suffix, stores] : {std::pair{"", FloorStores::cached}, std::pair{"_stream", FloorStores::streaming}}) {
+      const FloorStores st = stores;
+      benchmark::RegisterBenchmark((base + "floor" + suffix).c_str(),
+                                   [f, st](benchmark::State& s) { floor_threads(s, f, 1, st); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+      benchmark::RegisterBenchmark((base + "floor" + suffix + "/threads:2").c_str(),
+                                   [f, st](benchmark::State& s) { floor_threads(s, f, 2, st); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
     benchmark::RegisterBenchmark((base + "simd").c_str(), [f](benchmark::State& s) { simd(s, f, false); })
-        ->Unit(benchmark::kMillisecond);
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark((base + "simd/threads:2").c_str(), [f](benchmark::State& s) { simd_threads(s, f, 2); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
     benchmark::RegisterBenchmark((base + "simd_flags").c_str(), [f](benchmark::State& s) { simd(s, f, true); })
-        ->Unit(benchmark::kMillisecond);
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
     benchmark::RegisterBenchmark((base + "scalar").c_str(), [f](benchmark::State& s) { scalar(s, f); })
-        ->Unit(benchmark::kMillisecond);
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
     benchmark::RegisterBenchmark((base + "exact").c_str(), [f](benchmark::State& s) { exact_path(s, f); })
-        ->Unit(benchmark::kMillisecond);
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
     if (t.cuda_host != nullptr) {
       auto fn = t.cuda_host;
       benchmark::RegisterBenchmark((base + "cuda_host").c_str(), [fn](benchmark::State& s) { per_element(s, fn); })
-          ->Unit(benchmark::kMillisecond);
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
     }
     if (t.eigen != nullptr) {
       auto fn = t.eigen;
       benchmark::RegisterBenchmark((base + "eigen").c_str(), [fn](benchmark::State& s) { per_element(s, fn); })
-          ->Unit(benchmark::kMillisecond);
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
     }
   }
 #if LOWBIT_BENCH_CUDA_HOST
@@ -257,6 +332,13 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  benchmark::AddCustomContext("lowbit.flags", LOWBIT_BENCH_FLAGS);
+  benchmark::AddCustomContext("floor.flags", lowbit_bench::floor_flags());
+  benchmark::AddCustomContext("compiler", LOWBIT_BENCH_COMPILER);
+  benchmark::AddCustomContext(
+      "highway.version", std::to_string(HWY_MAJOR) + "." + std::to_string(HWY_MINOR) + "." + std::to_string(HWY_PATCH));
+  benchmark::AddCustomContext("tbb.version", TBB_VERSION_STRING);
+  benchmark::AddCustomContext("lowbit.simd_target", batch_target_name());
   register_all();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -1,104 +1,87 @@
 #!/usr/bin/env bash
-# Build (when needed) and run the three benchmarks with one set of settings, then print their tables.
+# Every benchmark row of the project in one run, peers at their best, then the tables of tools/bench/RESULTS.md.
 #
-#   tools/bench/run.sh [build-dir]        (default: build-bench; LOWBIT_BENCH_REPS=3 repetitions)
+#   tools/bench/run.sh [build-dir]        (default: build-bench)
 #
-# Every benchmark reports the median of the repetitions.  The sweep of all 2^32 f32 inputs
-# (BM_Sweep, only built with the CUDA toolkit's headers) is left out: run lowbit_convert_bench
-# --benchmark_filter=BM_Sweep for it.
+# Environment: LOWBIT_BENCH_REPS (repetitions, default 3: every table cell is a median), LOWBIT_BENCH_JOBS (build
+# jobs, default 2), LOWBIT_BENCH_FILTER (a regular expression: only the C++ rows it matches),
+# LOWBIT_BENCH_OPENBLAS_CORETYPE (skip the probe below and use this kernel set), LOWBIT_GEMM_BENCH_LARGE=0 (no
+# 4096^3 rows).  The JSON of every benchmark is kept in <build-dir>/bench-json/ (flags and versions in each
+# file's context).
+#
+# Steps: build the three C++ benchmarks; probe OpenBLAS's kernel sets (OPENBLAS_CORETYPE: the one it detects and
+# the candidates below) on sgemm at 1024^3 and run the GEMM benchmark with the fastest (it is one library in one
+# process, so the exact GEMM's dgemm gets the same kernels); run every benchmark with its repetitions interleaved
+# in random order (a slow phase of a shared machine then falls on every row alike); run every rows script
+# (tools/bench/*_rows.py, see bench_rows.py); print the tables and the targets (tables.py).
+#
+# The sweep of all 2^32 f32 inputs (BM_Sweep, built with the CUDA toolkit's headers) is left out: run
+# lowbit_convert_bench --benchmark_filter=BM_Sweep for it.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${1:-$root/build-bench}"
 reps="${LOWBIT_BENCH_REPS:-3}"
 jobs="${LOWBIT_BENCH_JOBS:-2}"
+filter="${LOWBIT_BENCH_FILTER:-}"
 
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLOWBIT_CUDA=OFF
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLOWBIT_CUDA=OFF -DLOWBIT_BENCH=ON
 fi
 cmake --build "$build" -j"$jobs" --target lowbit_convert_bench lowbit_gemm_bench lowbit_scheme_bench
 
-out="$(mktemp -d)"
-trap 'rm -rf "$out"' EXIT
-common=(--benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true --benchmark_format=json)
+out="$build/bench-json"
+rm -rf "$out"
+mkdir -p "$out"
 bench="$build/tools/bench"
-"$bench/lowbit_convert_bench" --benchmark_filter=BM_Convert "${common[@]}" > "$out/convert.json"
-"$bench/lowbit_gemm_bench" "${common[@]}" > "$out/gemm.json"
+common=(--benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true --benchmark_format=json
+        --benchmark_enable_random_interleaving=true)
+[[ -n "$filter" ]] && common+=(--benchmark_filter="$filter")
+# OpenMP threads (Eigen's) sleep between parallel regions instead of spinning into the next row's time.
+export OMP_WAIT_POLICY=PASSIVE
+export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ beside the rows scripts
+
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+start_load="$(load)"
+start_date="$(date -u '+%Y-%m-%d %H:%M UTC')"
+
+# OpenBLAS's kernels at their best: the fastest sgemm among the detected set and the candidates.
+coretype="${LOWBIT_BENCH_OPENBLAS_CORETYPE:-}"
+probe_note=""
+if [[ -z "$coretype" ]]; then
+  best=""
+  best_ms=""
+  for candidate in detected Haswell SkylakeX Zen Cooperlake SapphireRapids; do
+    env_args=()
+    [[ $candidate != detected ]] && env_args=(OPENBLAS_CORETYPE="$candidate")
+    json="$(env "${env_args[@]}" "$bench/lowbit_gemm_bench" --benchmark_filter='openblas_sgemm/n:1024/threads:1/' \
+      --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_format=json 2>/dev/null)" || continue
+    read -r name t <<<"$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); c=d["context"].get("openblas","");
+m=[b["real_time"] for b in d["benchmarks"] if b.get("aggregate_name")=="median"]
+print(c.rsplit("core ",1)[-1] if c else "?", m[0] if m else "")' "$json")"
+    [[ -z "$t" ]] && continue
+    probe_note+="$candidate -> $name: $t ms; "
+    if [[ -z "$best_ms" ]] || python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < float(sys.argv[2]) else 1)" "$t" "$best_ms"; then
+      best="$name"
+      best_ms="$t"
+    fi
+  done
+  coretype="$best"
+fi
+
+"$bench/lowbit_convert_bench" --benchmark_filter="${filter:-BM_Convert}" "${common[@]}" > "$out/convert.json"
+OPENBLAS_CORETYPE="$coretype" "$bench/lowbit_gemm_bench" "${common[@]}" > "$out/gemm.json"
 "$bench/lowbit_scheme_bench" "${common[@]}" > "$out/scheme.json"
+for script in "$root"/tools/bench/*_rows.py; do
+  [[ -e "$script" ]] || continue
+  python3 "$script" --repetitions "$reps" --out "$out/$(basename "$script" .py).json"
+done
 
-echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "machine: $(lscpu | sed -n 's/^Model name:[[:space:]]*//p'), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "compiler: $(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt") ($("$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")" -dumpfullversion)), build type $(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")"
+compiler="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")"
+echo "date: $start_date (to $(date -u '+%H:%M UTC'))"
+echo "machine: $(lscpu | sed -n 's/^Model name:[[:space:]]*//p'), $(nproc) CPUs," \
+  "load average $start_load at the start, $(load) at the end"
+echo "compiler: $compiler ($("$compiler" -dumpfullversion)), build type $(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")"
+echo "OpenBLAS kernels: OPENBLAS_CORETYPE=$coretype${probe_note:+ (sgemm 1024^3, one thread: $probe_note)}"
+echo "repetitions: $reps, interleaved; OMP_WAIT_POLICY=PASSIVE"
 echo
-
-python3 - "$out" <<'PY'
-import json, sys, os
-
-def medians(name):
-    with open(os.path.join(sys.argv[1], name + ".json")) as f:
-        data = json.load(f)
-    rows = {}
-    for b in data["benchmarks"]:
-        if b.get("aggregate_name", "median") != "median":
-            continue
-        rows[b.get("run_name", b["name"])] = b
-    return rows
-
-def rate(b):
-    v = b.get("items_per_second", 0.0)
-    for unit, scale in (("G/s", 1e9), ("M/s", 1e6), ("k/s", 1e3)):
-        if v >= scale:
-            return f"{v / scale:.3g} {unit}"
-    return f"{v:.3g} /s"
-
-conv = medians("convert")
-print("## f32 -> target conversion, items per second (one thread)\n")
-impls = ["simd", "simd_flags", "scalar", "exact", "cuda_host", "eigen"]
-print("| target | " + " | ".join(impls) + " |")
-print("|---" * (len(impls) + 1) + "|")
-for target in ["e4m3", "e5m2", "e2m1", "bf16", "f16"]:
-    cells = []
-    for impl in impls:
-        b = conv.get(f"BM_Convert/{target}/{impl}")
-        cells.append(rate(b) if b else "-")
-    print(f"| {target} | " + " | ".join(cells) + " |")
-
-gemm = medians("gemm")
-print("\n## GEMM, M = N = K = 1024: wall time per GEMM and ratio to Eigen f32 at the same thread count\n")
-gemm_impls = ["eigen_f32", "exact_e4m3", "hopper-fp8", "hopper-fp8-mma-sync", "hopper-fp8-promote128"]
-print("| threads | " + " | ".join(gemm_impls) + " |")
-print("|---" * (len(gemm_impls) + 1) + "|")
-for t in (1, 2):
-    base = gemm.get(f"BM_Gemm/eigen_f32/threads:{t}/real_time")
-    cells = []
-    for impl in gemm_impls:
-        b = gemm.get(f"BM_Gemm/{impl}/threads:{t}/real_time")
-        if not b or b.get("error_occurred"):
-            cells.append("-")
-            continue
-        ms = b["real_time"]
-        ratio = f" ({ms / base['real_time']:.1f}x)" if base and not base.get("error_occurred") and impl != "eigen_f32" else ""
-        cells.append(f"{ms:.0f} ms{ratio}")
-    print(f"| {t} | " + " | ".join(cells) + " |")
-
-sch = medians("scheme")
-print("\n## Scaling schemes on a 4096 x 4096 f32 tensor, elements per second (one thread)\n")
-print("| scheme | element | items/s | time / plain | time / plain_codes |")
-print("|---|---|---|---|---|")
-elements = {"mx_e2m1": "e2m1", "nvfp4": "e2m1", "nvfp4_2d": "e2m1"}
-for key in ["Plain/e4m3", "Plain/e2m1", "PlainCodes/e4m3", "PlainCodes/e2m1", "Scaled/e4m3"]:
-    b = sch.get("BM_" + key)
-    if b:
-        p = sch.get("BM_Plain/" + key.split('/')[1])
-        r1 = f"{b['real_time'] / p['real_time']:.2f}x" if p and not key.startswith("Plain/") else ""
-        print(f"| {key.lower().replace('/', ' ')} | {key.split('/')[1]} | {rate(b)} | {r1} | |")
-for name in ["tensor", "channel", "token", "block_1x128", "block_128x128", "mx_e4m3_floor", "mx_e4m3_rceil",
-             "mx_e2m1", "nvfp4", "nvfp4_2d"]:
-    b = sch.get("BM_Scheme/" + name)
-    if not b:
-        continue
-    el = elements.get(name, "e4m3")
-    p, pc = sch.get("BM_Plain/" + el), sch.get("BM_PlainCodes/" + el)
-    r1 = f"{b['real_time'] / p['real_time']:.1f}x" if p else "-"
-    r2 = f"{b['real_time'] / pc['real_time']:.2f}x" if pc else "-"
-    print(f"| {name} | {el} | {rate(b)} | {r1} | {r2} |")
-PY
+python3 "$root/tools/bench/tables.py" "$out"

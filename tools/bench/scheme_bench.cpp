@@ -155,6 +155,9 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  benchmark::AddCustomContext("lowbit.flags", LOWBIT_BENCH_FLAGS);
+  benchmark::AddCustomContext("compiler", LOWBIT_BENCH_COMPILER);
+  benchmark::AddCustomContext("lowbit.simd_target", batch_target_name());
   register_all();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

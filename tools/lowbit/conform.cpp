@@ -23,6 +23,7 @@
 #include "commands.hpp"
 #include "conform_report.hpp"
 #include "shard.hpp"
+#include "install_paths.hpp"
 
 namespace lowbit::cli {
 
@@ -148,21 +149,24 @@ json report_json(const std::vector<Row>& rows, const RunInfo& info, bool conform
 }
 
 // The accuracy report (`lowbit report`, report_cmd.cpp): its committed snapshot, the command that
-// regenerates it, and a link to it relative to `dir` when the source tree is at hand.
+// regenerates it, and a link to it relative to `dir` when the snapshot is at hand: installed
+// (share/doc/lowbit/accuracy beside an installed binary), else in the source tree.
 constexpr const char* accuracy_snapshot = "reports/accuracy/index.html";
 constexpr const char* accuracy_command = "lowbit report --out reports/accuracy";
 
 std::string accuracy_link(const fs::path& dir) {
+  std::optional<fs::path> snapshot = installed_file(InstalledDir::doc, "accuracy/index.html");
 #ifdef LOWBIT_SOURCE_DIR
-  std::error_code ec;
-  const fs::path snapshot = fs::path(LOWBIT_SOURCE_DIR) / accuracy_snapshot;
-  if (fs::exists(snapshot, ec)) {
-    const fs::path rel = fs::relative(snapshot, fs::absolute(dir, ec), ec);
-    if (!ec && !rel.empty()) return rel.generic_string();
-    return snapshot.string();
-  }
+  std::error_code exists_ec;
+  if (!snapshot && fs::exists(fs::path(LOWBIT_SOURCE_DIR) / accuracy_snapshot, exists_ec))
+    snapshot = fs::path(LOWBIT_SOURCE_DIR) / accuracy_snapshot;
 #endif
-  (void)dir;
+  if (snapshot) {
+    std::error_code ec;
+    const fs::path rel = fs::relative(*snapshot, fs::absolute(dir, ec), ec);
+    if (!ec && !rel.empty()) return rel.generic_string();
+    return snapshot->string();
+  }
   return accuracy_snapshot;
 }
 
@@ -330,7 +334,7 @@ int run(const Options& o) {
   }
   std::cout << "\nreport: " << (dir / "conformance.json").string() << ", " << (dir / "conformance.md").string() << ", "
             << (dir / "junit.xml").string() << "\n";
-  std::cout << "accuracy report: " << accuracy_snapshot << " (regenerate: " << accuracy_command << ")\n";
+  std::cout << "accuracy report: " << accuracy_link(".") << " (regenerate: " << accuracy_command << ")\n";
   std::cout.flush();
   return conformant(rows) ? 0 : 1;
 }

@@ -1,4 +1,10 @@
 // `lowbit convert`: values from stdin (bits of --from, text literals, or packed --raw) into codes of --to.
+//
+// It streams, so that a pipeline of any length runs in bounded memory: each result is written as its
+// input is read, and the first bad line (or --raw value) stops the command with exit 2 and a message
+// naming its 1-based line number (or byte offset).  Everything written before it is the conversion of
+// the lines before it, complete (flushed before the message); nothing after it is converted.  Validating
+// the whole input first would mean holding all of it (README.md, "Exit codes and stability").
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -352,7 +358,9 @@ void run_convert(const ConvertOptions& o) {
 void add_convert(CLI::App& app) {
   auto co = std::make_shared<ConvertOptions>();
   auto* sub = app.add_subcommand(
-      "convert", "Convert values read from stdin, one per line (0x hex bits of --from, or text literals)");
+      "convert",
+      "Convert values read from stdin, one per line (0x hex bits of --from, or text literals); streams: a bad "
+      "line stops it (exit 2, naming the line) after the results of the lines before it");
   sub->add_option("--to", co->to, "Target format")->required();
   sub->add_option("--from", co->from, "Source format, or `text` for decimal / hex-float literals (default f32)");
   sub->add_option("--rounding", co->rounding, "rne, rna, rtz, rup, rdn, rto, sr-a, sr-b, sr-c (default rne)");

@@ -43,6 +43,7 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "install_paths.hpp"
 #include "lowbit/batch.hpp"
 #include "lowbit/convert.hpp"
 #include "lowbit/exact.hpp"
@@ -715,10 +716,11 @@ std::string now_utc() {
   return buf;
 }
 
-// The renderer: $LOWBIT_REPORT_RENDERER, else tools/report/render.py of the source tree this binary was
-// built from.
+// The renderer: $LOWBIT_REPORT_RENDERER, else the installed one (share/lowbit/report/render.py beside an
+// installed binary), else tools/report/render.py of the source tree this binary was built from.
 std::string renderer_path() {
   if (const char* env = std::getenv("LOWBIT_REPORT_RENDERER"); env && *env) return env;
+  if (const auto installed = installed_file(InstalledDir::data, "report/render.py")) return installed->string();
 #ifdef LOWBIT_SOURCE_DIR
   return std::string(LOWBIT_SOURCE_DIR) + "/tools/report/render.py";
 #else
