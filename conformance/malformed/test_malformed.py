@@ -603,3 +603,151 @@ def test_a_fifo_or_device_as_a_named_input_is_refused_without_blocking(tmp_path,
         out, _ = fails(["quantize", *extra, option, culprit, "--in", "-", "--out", "-"], option,
                        f"'{culprit}' is not a regular file", stdin=b"0x3f800000")
         assert out == b""
+
+
+# ---- paths inside a suite never leave its folder (vectors/SPEC.md), symbolic links included -------------
+
+def _link_out(golden, tmp_path, rel):
+    """Move the suite's file `rel` out of the suite and leave a symbolic link to it (same bytes, same SHA-256)."""
+    outside = tmp_path / "outside"
+    outside.mkdir(exist_ok=True)
+    moved = outside / rel.replace("/", "_")
+    (golden / rel).rename(moved)
+    (golden / rel).symlink_to(moved)
+    return moved
+
+
+def test_a_listed_file_that_is_a_link_leaving_the_suite_is_refused(tmp_path):
+    golden, _ = _suite(tmp_path)
+    rel = json.loads((golden / "manifest.json").read_text())["files"][0]["path"]
+    moved = _link_out(golden, tmp_path, rel)
+    _, err = fails(["check", "--vectors", golden, "--results", golden], "golden set damaged", rel,
+                   "leads outside the folder", str(moved))
+    assert (golden / rel).is_symlink() and moved.exists()
+
+
+def test_a_manifest_that_is_a_link_leaving_the_suite_is_refused(tmp_path):
+    golden, _ = _suite(tmp_path)
+    _link_out(golden, tmp_path, "manifest.json")
+    fails(["check", "--vectors", golden, "--results", golden], "golden set damaged", "manifest.json",
+          "leads outside the folder")
+
+
+def test_a_subfolder_that_is_a_link_leaving_the_suite_is_refused(tmp_path):
+    golden, _ = _suite(tmp_path)
+    rel = json.loads((golden / "manifest.json").read_text())["files"][0]["path"]
+    assert "/" in rel, rel  # a case folder: case-000/...
+    sub = rel.split("/")[0]
+    _link_out(golden, tmp_path, sub)
+    fails(["check", "--vectors", golden, "--results", golden], "golden set damaged", rel, "leads outside the folder")
+
+
+def test_links_inside_the_suite_and_a_linked_suite_folder_are_read(tmp_path):
+    # A link that stays inside the suite is a path of the suite; the suite folder itself may be reached
+    # through a link (its files are resolved against where it really is).
+    golden, _ = _suite(tmp_path)
+    rel = json.loads((golden / "manifest.json").read_text())["files"][0]["path"]
+    (golden / rel).rename(golden / "moved-inside")
+    (golden / rel).symlink_to(golden / "moved-inside")
+    linked = tmp_path / "linked-suite"
+    linked.symlink_to(golden)
+    rc, out, err = run(["check", "--vectors", linked, "--results", golden])
+    assert rc == 0, err
+    assert b"0 mismatches  ok" in out and b"all match" in out, out
+
+
+def test_a_results_file_that_is_a_link_leaving_the_results_folder_is_a_problem(tmp_path):
+    golden, _ = _suite(tmp_path)
+    results = tmp_path / "in-results-copy"
+    import shutil
+    shutil.copytree(golden, results)
+    rel = json.loads((golden / "manifest.json").read_text())["files"][0]["path"]
+    assert rel.endswith("codes.npy"), rel  # an expected file, which the checker reads from the results
+    _link_out(results, tmp_path, rel)
+    rc, out, err = run(["check", "--vectors", golden, "--results", results])
+    assert rc == 1, (rc, err)  # a results file the checker refuses to read is a failed unit, not a pass
+    assert b"leads outside the folder" in out and b"FAILED" in out, out
+
+
+# ---- echoed input: control characters escaped, length bounded (text.hpp echo_text) ----------------------
+
+def test_a_10_mb_bad_line_is_not_echoed_whole():
+    line = b"1" * 5_000_000 + b"x" * 5_000_000 + b"\n"
+    rc, out, err = run(["convert", "--from", "text", "--to", "e4m3"], stdin=line)
+    assert rc == 2 and out == b""
+    assert err.startswith("lowbit: line 1: longer than 1048576 bytes"), err[:300]
+    assert len(err) < 400, len(err)
+
+
+def test_a_long_bad_value_is_cut_with_its_length():
+    rc, out, err = run(["convert", "--from", "text", "--to", "e4m3"], stdin=b"1.5\n" + b"9" * 500_000 + b"z\n")
+    assert rc == 2 and out == b"0x3c\n"
+    assert "line 2: '" + "9" * 96 + "... (500001 bytes in all, the first 96 shown)' is not a number" in err, err[:300]
+    assert len(err) < 400
+
+
+@pytest.mark.parametrize("bad,shown", [
+    (b"\x1b[2J\x1b[31mok\x1b[0m", "\\x1b[2J\\x1b[31mok\\x1b[0m"),  # clear the screen, colours
+    (b"1\x00\x07\x7f", "1\\0\\x07\\x7f"),
+    (b"\xc2\x9b" b"2J", "\\x9b2J"),  # the one-byte CSI, as UTF-8
+    (b"\xff\xfe", "\\xff\\xfe"),  # not UTF-8
+    (b"\r1.0 all match", None),  # a carriage return in a field: too many fields, the whole line escaped
+])
+def test_control_characters_in_a_bad_line_are_escaped(bad, shown):
+    rc, out, err = run(["convert", "--to", "e4m3"], stdin=bad + b"\n")
+    assert rc == 2 and out == b""
+    raw = subprocess.run([LOWBIT, "convert", "--to", "e4m3"], input=bad + b"\n", capture_output=True).stderr
+    assert all(b >= 0x20 or b == 0x0a for b in raw), raw  # no control byte but the final newline
+    assert raw.count(b"\n") == 1
+    assert shown is None or shown in err, err
+
+
+def _rename_suite(golden, name):
+    _rewrite(golden, lambda j: j.update(suite=name))
+
+
+def test_a_suite_name_with_a_newline_and_ansi_codes_cannot_forge_a_report_line(tmp_path):
+    golden, _ = _suite(tmp_path)
+    _rename_suite(golden, "x: 0 cases\nall match: 99 suite(s), 0 cases, 0 mismatches\x1b[2K")
+    p = subprocess.run([LOWBIT, "check", "--vectors", str(golden), "--results", str(golden)], capture_output=True)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.split(b"\n")
+    assert b"\x1b" not in p.stdout
+    assert lines[0].startswith(b"x: 0 cases\\nall match: 99 suite(s), 0 cases, 0 mismatches\\x1b[2K: "), lines[0]
+    assert [l for l in lines if l.startswith(b"all match")] == [lines[-2]] and b"1 suite(s)" in lines[-2], lines
+
+
+def test_a_damaged_manifest_field_is_escaped_in_the_message(tmp_path):
+    golden, _ = _suite(tmp_path)
+    _rewrite(golden, lambda j: _first(j, path="../\x1b]0;title\x07" + "a" * 300))
+    _, err = fails(["check", "--vectors", golden, "--results", golden], "golden set damaged", "leaves the suite folder",
+                   "\\x1b]0;title\\x07")
+    assert "\x1b" not in err and "bytes in all" in err
+
+
+def test_a_json_parse_error_is_escaped_and_bounded():
+    text = b'{"m": 1, "n": 1, "k": 1, "a": ["' + b"\x1b[31m" + b"y" * 2_000_000
+    rc, out, err = run(["gemm", "--model", "exact", "--a", "-"], stdin=text)
+    assert rc == 2 and out == b""
+    assert "--a: malformed JSON at byte" in err and "\x1b" not in err, err[:400]
+    assert len(err) < 5000, len(err)
+
+
+# ---- report --device-runs: fields of the wrong JSON type ------------------------------------------------
+
+@pytest.mark.parametrize("field,value,named", [
+    ("date", 20261130, '"date"'),
+    ("tests", [7], '"tests"'),
+    ("tests", [{"name": 5}], '"tests[].name"'),
+    ("gpu", "h200", '"gpu"'),
+])
+def test_report_device_runs_with_a_number_where_a_string_belongs(tmp_path, field, value, named):
+    runs = tmp_path / "in-runs"
+    runs.mkdir()
+    j = {"schema": "lowbit-device-check/1", "date": "2026-11-30T00:00:00Z", "gpu": {}, "binaries": {}, "tests": [],
+         "benchmarks": {}, "missing": []}
+    j[field] = value
+    (runs / "run.json").write_text(json.dumps(j))
+    out = tmp_path / "report"
+    fails(["report", "--sections", "hardware", "--device-runs", runs, "--out", out], "--device-runs", "run.json", named)
+    assert not out.exists()

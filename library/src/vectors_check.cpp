@@ -1,5 +1,10 @@
 // Verifying golden suites and comparing a subject's results against them (vectors/SPEC.md "Checking").
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -18,6 +23,9 @@ namespace lowbit::vectors {
 namespace {
 
 using json = nlohmann::json;
+
+// The most bytes of one message line taken from a suite (a problem, a mismatch line) that are printed.
+constexpr std::size_t echo_line_bytes = 1024;
 
 
 // A relative path of a manifest: '/'-separated names, none empty, "." or "..", no backslash.
@@ -267,15 +275,16 @@ std::uint64_t SuiteReport::skipped() const {
 std::optional<Golden> load_golden(const Reader& read, const std::string& where, std::vector<std::string>& damage) {
   const std::size_t before = damage.size();
   auto fail = [&](const std::string& file, const std::string& why) { damage.push_back(where + "/" + file + ": " + why); };
-  std::string err;
+  std::string err, sum_err;
   const std::optional<std::string> manifest = read("manifest.json", err);
-  const std::optional<std::string> sum = read("manifest.json.sha256", err);
+  const std::optional<std::string> sum = read("manifest.json.sha256", sum_err);
+  // The reader's message names the file and why (missing, unreadable, leading outside the folder).
   if (!manifest) {
-    fail("manifest.json", "missing or unreadable");
+    damage.push_back(err.empty() ? where + "/manifest.json: missing or unreadable" : err);
     return std::nullopt;
   }
   if (!sum) {
-    fail("manifest.json.sha256", "missing or unreadable");
+    damage.push_back(sum_err.empty() ? where + "/manifest.json.sha256: missing or unreadable" : sum_err);
     return std::nullopt;
   }
   if (*sum != checksum_line(*manifest)) {
@@ -288,7 +297,7 @@ std::optional<Golden> load_golden(const Reader& read, const std::string& where, 
   try {
     g.manifest = json::parse(*manifest);
   } catch (const json::exception& e) {
-    fail("manifest.json", std::string("not JSON: ") + e.what());
+    fail("manifest.json", "not JSON: " + echo_text(e.what(), echo_line_bytes));
     return std::nullopt;
   }
   // Types first: a checksum-consistent manifest may still hold a field of the wrong JSON type (a hand-edited
@@ -333,13 +342,15 @@ std::optional<Golden> load_golden(const Reader& read, const std::string& where, 
     }
     const std::string path = e.at("path");
     if (!safe_path(path)) {
-      fail("manifest.json", "file path '" + path + "' leaves the suite folder");
+      fail("manifest.json", "file path '" + echo_text(path) + "' leaves the suite folder");
       continue;
     }
     std::string ferr;
     const std::optional<std::string> bytes = read(path, ferr);
     if (!bytes) {
-      fail(path, "missing or unreadable (listed in manifest.json)");
+      // ferr names the file and why: missing, unreadable, not a regular file, or leading outside the folder.
+      damage.push_back((ferr.empty() ? where + "/" + path + ": missing or unreadable" : ferr) +
+                       " (listed in manifest.json)");
       continue;
     }
     if (Sha256::of(*bytes) != e.at("sha256").get<std::string>()) {
@@ -409,7 +420,9 @@ void print_reports(const std::vector<SuiteReport>& reports, std::size_t max_repo
     std::uint64_t run = 0;
     for (const Unit& u : r.units) run += u.skipped ? 0 : 1;
     const std::uint64_t m = r.mismatches();
-    std::cout << r.name << ": " << r.cases() << " cases in " << run << " unit(s)";
+    // Names, paths and problems come from the suite's files: escaped and bounded (text.hpp echo_text), so
+    // that a suite name holding a newline or an ANSI sequence cannot forge a line of this report.
+    std::cout << echo_text(r.name) << ": " << r.cases() << " cases in " << run << " unit(s)";
     if (r.skipped()) std::cout << ", " << r.skipped() << " skipped";
     std::cout << ", " << m << " mismatch" << (m == 1 ? "" : "es") << (m ? "  FAILED" : "  ok") << "\n";
     cases += r.cases();
@@ -418,11 +431,13 @@ void print_reports(const std::vector<SuiteReport>& reports, std::size_t max_repo
   std::size_t shown = 0, total_details = 0;
   for (const SuiteReport& r : reports)
     for (const Unit& u : r.units) {
-      if (!u.problem.empty()) std::cout << "  " << r.name << " " << u.name << ": " << u.problem << "\n";
+      if (!u.problem.empty())
+        std::cout << "  " << echo_text(r.name) << " " << echo_text(u.name) << ": " << echo_text(u.problem, echo_line_bytes)
+                  << "\n";
       for (const std::string& d : u.details) {
         ++total_details;
         if (shown < max_report) {
-          std::cout << "  " << d << "\n";
+          std::cout << "  " << echo_text(d, echo_line_bytes) << "\n";
           ++shown;
         }
       }
@@ -475,22 +490,71 @@ std::string junit_xml(const std::vector<SuiteReport>& reports, const std::string
   return x;
 }
 
+namespace {
+
+// True when `p` is `root` or lies under it, both canonical (no ".", "..", or symbolic link left in them).
+bool is_under(const std::filesystem::path& p, const std::filesystem::path& root) {
+  auto r = root.begin();
+  auto q = p.begin();
+  for (; r != root.end(); ++r, ++q)
+    if (q == p.end() || *q != *r) return false;
+  return true;
+}
+
+}  // namespace
+
+// vectors/SPEC.md: the paths of a suite never leave its folder.  A manifest's path is checked by safe_path
+// (no "..", no absolute path); here every path is resolved (std::filesystem::canonical, symbolic links
+// included) and refused when the file it reaches lies outside the folder, so that a link planted inside a
+// suite cannot make the checker read (and a damaged-set message echo) a file elsewhere.  The file reached
+// is then opened without following a final link and without blocking (a FIFO is refused, not waited on).
 Reader folder_reader(const std::string& dir) {
   return [dir](const std::string& path, std::string& error) -> std::optional<std::string> {
-    const std::filesystem::path p = std::filesystem::path(dir) / path;
+    namespace fs = std::filesystem;
+    const fs::path p = fs::path(dir) / path;
+    if (!safe_path(path)) {
+      error = p.string() + ": the path leaves the folder (an absolute path, \"..\" or an empty name)";
+      return std::nullopt;
+    }
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(p, ec)) {
+    const fs::path root = fs::canonical(dir, ec);
+    if (ec) {
+      error = p.string() + ": missing (" + dir + " cannot be resolved: " + ec.message() + ")";
+      return std::nullopt;
+    }
+    const fs::path real = fs::canonical(p, ec);
+    if (ec) {
       error = p.string() + ": missing";
       return std::nullopt;
     }
-    std::ifstream in(p, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (!in) {
-      error = p.string() + ": unreadable";
+    if (!is_under(real, root)) {
+      error = p.string() + ": leads outside the folder " + dir + " through a symbolic link (to " + real.string() +
+              "); paths never leave the folder";
       return std::nullopt;
     }
-    return ss.str();
+    const int fd = ::open(real.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st {};
+    if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      error = p.string() + (fd < 0 ? ": unreadable" : ": not a regular file");
+      if (fd >= 0) ::close(fd);
+      return std::nullopt;
+    }
+    std::string bytes;
+    bytes.reserve(static_cast<std::size_t>(st.st_size));
+    char buf[1 << 16];
+    for (;;) {
+      const ssize_t got = ::read(fd, buf, sizeof buf);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        ::close(fd);
+        error = p.string() + ": unreadable";
+        return std::nullopt;
+      }
+      if (got == 0) break;
+      bytes.append(buf, static_cast<std::size_t>(got));
+    }
+    ::close(fd);
+    return bytes;
   };
 }
 

@@ -98,7 +98,7 @@ inline const Format& require_format(const std::string& option, const std::string
 
 // Why a code is not one of `f`'s (it needs more bits, or tf32's low storage bits are not zero).
 inline std::string code_problem(const Format& f, std::string_view text) {
-  return "'" + std::string(text) + "' is too wide for " + f.name + " (" + std::to_string(f.code_bits()) + " code bits" +
+  return "'" + lowbit::echo_text(text) + "' is too wide for " + f.name + " (" + std::to_string(f.code_bits()) + " code bits" +
          (f.code_shift ? " above " + std::to_string(f.code_shift) + " zero bits" : "") + ")";
 }
 
@@ -191,6 +191,15 @@ inline std::string flag_of(std::string_view argument) {
   return s;
 }
 
+// Print an error message as "lowbit: MESSAGE".  Messages quote their input (a bad line, a name, a parser's
+// message); each site cuts what it quotes (lowbit::echo_text), and this last pass escapes any control
+// character left and bounds the whole line, so that no message can write a terminal sequence or a line of
+// its own.
+inline constexpr std::size_t max_message_bytes = 4096;
+inline void print_error(std::string_view message) {
+  std::cerr << "lowbit: " << lowbit::echo_text(message, max_message_bytes) << "\n";
+}
+
 // Run a subcommand body: an InputError prints its message and exits 2.
 template <class F>
 void guarded(F&& body) {
@@ -198,21 +207,21 @@ void guarded(F&& body) {
     body();
   } catch (const InputError& e) {
     std::fflush(stdout);
-    std::cerr << "lowbit: " << e.what() << "\n";
+    print_error(e.what());
     throw CLI::RuntimeError(2);
   } catch (const ArgumentError& e) {
     // A library error the subcommand left as it is: its argument is the flag of the same name.
     std::fflush(stdout);
-    std::cerr << "lowbit: " << flag_of(e.argument) << ": " << e.what() << "\n";
+    print_error(flag_of(e.argument) + ": " + e.what());
     throw CLI::RuntimeError(2);
   } catch (const std::invalid_argument& e) {
     std::fflush(stdout);
-    std::cerr << "lowbit: " << e.what() << "\n";
+    print_error(e.what());
     throw CLI::RuntimeError(2);
   } catch (const io::FileError& e) {
     // A file the subcommand did not word itself: the message names the file and the byte.
     std::fflush(stdout);
-    std::cerr << "lowbit: " << e.what() << "\n";
+    print_error(e.what());
     throw CLI::RuntimeError(2);
   }
 }

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <string>
 
+#include "cli_util.hpp"
 #include "commands.hpp"
 #include "lowbit/io.hpp"
 
@@ -26,7 +27,7 @@ namespace {
 // asked for what reproduces it.
 int internal_error(const char* what) {
   std::fflush(stdout);
-  std::cerr << "lowbit: internal error: " << what
+  std::cerr << "lowbit: internal error: " << lowbit::echo_text(what, lowbit::cli::max_message_bytes)
             << "\nlowbit: this is a bug in lowbit " LOWBIT_VERSION
                "; please report it with the command line and the input that caused it\n";
   return 2;
@@ -62,7 +63,7 @@ int main(int argc, char** argv) {
     for (const CLI::App* sub : app.get_subcommands({}))
       if (sub->check_name(argv[1])) known = true;
     if (!known) {
-      std::cerr << "lowbit: unknown subcommand '" << argv[1] << "' (see lowbit --help)\n";
+      lowbit::cli::print_error(std::string("unknown subcommand '") + lowbit::echo_text(argv[1]) + "' (see lowbit --help)");
       return 2;
     }
   }
@@ -73,12 +74,12 @@ int main(int argc, char** argv) {
     return finish(e.get_exit_code());
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return finish(app.exit(e));
-    std::cerr << "lowbit: " << e.what() << "\n";
+    lowbit::cli::print_error(e.what());
     return 2;
   } catch (const lowbit::io::FileError& e) {
     // A file error no subcommand worded: it names the file (and the byte) itself.
     std::fflush(stdout);
-    std::cerr << "lowbit: " << e.what() << "\n";
+    lowbit::cli::print_error(e.what());
     return 2;
   } catch (const std::exception& e) {
     return internal_error(e.what());
