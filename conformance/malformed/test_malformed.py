@@ -751,3 +751,77 @@ def test_report_device_runs_with_a_number_where_a_string_belongs(tmp_path, field
     out = tmp_path / "report"
     fails(["report", "--sections", "hardware", "--device-runs", runs, "--out", out], "--device-runs", "run.json", named)
     assert not out.exists()
+
+
+# ---- bounded memory: declared sizes, nesting and outputs checked before allocating --------------------------
+# Each run under an address-space limit (RLIMIT_AS, as `prlimit --as` sets it) far below what the input
+# declares: a command that allocated what the file claims would die of it instead of exiting 2.
+
+AS_LIMIT = 1 << 30  # 1 GiB of address space: the program and its libraries need a few hundred MB
+
+
+def run_limited(args, stdin=b""):
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
+
+    p = subprocess.run([LOWBIT, *map(str, args)], input=stdin, capture_output=True, check=False, timeout=120,
+                       preexec_fn=limit)
+    return p.returncode, p.stdout, p.stderr.decode(errors="replace")
+
+
+def _sparse(path, head, size):
+    """A sparse file: `head`, then a hole up to `size` bytes (a few KB on disk)."""
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(size)
+
+
+def test_a_sparse_npy_declaring_40_gb_is_refused_under_a_memory_limit(tmp_path):
+    # The data really is there (a hole reads as zeros): the file is 40 GB long, so a size check against the
+    # file alone would pass; the bound is the per-input limit of the reader and the 1 GiB address space.
+    head = npy(shape=(100_000, 100_000), data=b"")
+    _sparse(tmp_path / "in.npy", head, len(head) + 100_000 * 100_000 * 4)
+    rc, out, err = run_limited(["gemm", "--model", "exact", "--a", tmp_path / "in.npy", "--b", tmp_path / "in.npy"])
+    assert rc == 2 and out == b"", (rc, err)
+    assert err.startswith("lowbit: --a: ") and "in.npy" in err, err
+
+
+def test_a_sparse_safetensors_declaring_40_gb_is_refused_under_a_memory_limit(tmp_path):
+    n = 100_000
+    data = safetensors({"w": ("F32", (n, n), b"", (0, n * n * 4))})
+    _sparse(tmp_path / "in.safetensors", data, len(data) + n * n * 4)
+    rc, out, err = run_limited(["quantize", "--scheme", "mx", "--in", tmp_path / "in.safetensors", "--out",
+                                tmp_path / "q.safetensors"])
+    assert rc == 2 and out == b"", (rc, err)
+    assert "in.safetensors" in err, err
+    assert leftovers(tmp_path) == []
+
+
+def test_two_small_npy_operands_asking_for_a_4_gb_output_are_refused_before_allocating(tmp_path):
+    # A is 32768 x 1, B is 1 x 32768 (32 KB each, u8 codes of e4m3): D would be 2^30 elements.
+    (tmp_path / "in-a.npy").write_bytes(npy(descr="|u1", shape=(32768, 1), data=b"\x38" * 32768))
+    (tmp_path / "in-b.npy").write_bytes(npy(descr="|u1", shape=(1, 32768), data=b"\x38" * 32768))
+    rc, out, err = run_limited(["gemm", "--model", "exact", "--a", tmp_path / "in-a.npy", "--b", tmp_path / "in-b.npy",
+                                "--out", tmp_path / "d.npy"])
+    assert rc == 2 and out == b"", (rc, err)
+    assert "D would be 32768x32768, 8589934592 bytes" in err and "over the limit of 4294967296 bytes" in err, err
+    assert leftovers(tmp_path) == []
+
+
+def test_json_nested_deeper_than_the_bound_is_refused_in_bounded_memory():
+    rc, out, err = run_limited(["gemm", "--model", "exact", "--a", "-"], stdin=b"[" * 50_000_000)
+    assert rc == 2 and out == b""
+    assert "--a: JSON nested deeper than 64 levels" in err, err
+
+
+def test_a_safetensors_header_of_nested_brackets_is_refused_in_bounded_memory(tmp_path):
+    header = b'{"w": ' + b"[" * 98_000_000
+    header += b" " * (-len(header) % 8)
+    (tmp_path / "in.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+    rc, out, err = run_limited(["quantize", "--scheme", "mx", "--in", tmp_path / "in.safetensors", "--out",
+                                tmp_path / "q.safetensors"])
+    assert rc == 2 and out == b"", (rc, err)
+    assert "in.safetensors" in err and "nested deeper than 64 levels" in err, err
+    assert leftovers(tmp_path) == []

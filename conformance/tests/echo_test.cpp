@@ -24,15 +24,15 @@ TEST(EchoText, ControlCharactersEscaped) {
   EXPECT_EQ(echo_text("suite\nall match: 1 suite(s)\r\t"), "suite\\nall match: 1 suite(s)\\r\\t");
   EXPECT_EQ(echo_text("\x07\x7f"), "\\x07\\x7f");
   // C1 controls in UTF-8 (U+009B, the one-byte CSI) and as bare bytes (not UTF-8).
-  EXPECT_EQ(echo_text("\xc2\x9b" "2J"), "\\x9b2J");
-  EXPECT_EQ(echo_text("\x9b" "2J"), "\\x9b2J");
+  EXPECT_EQ(echo_text(std::string("\xc2\x9b") + "2J"), "\\x9b2J");
+  EXPECT_EQ(echo_text(std::string("\x9b") + "2J"), "\\x9b2J");
   // Bytes that are not UTF-8: an overlong '/', a surrogate, a lone lead byte, beyond U+10FFFF.
   EXPECT_EQ(echo_text("\xc0\xaf"), "\\xc0\\xaf");
   EXPECT_EQ(echo_text("\xed\xa0\x80"), "\\xed\\xa0\\x80");
   EXPECT_EQ(echo_text("x\xe2"), "x\\xe2");
   EXPECT_EQ(echo_text("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");
   // The right-to-left override and the line separator.
-  EXPECT_EQ(echo_text("a\xe2\x80\xae" "b\xe2\x80\xa8"), "a\\u{202e}b\\u{2028}");
+  EXPECT_EQ(echo_text(std::string("a\xe2\x80\xae") + "b\xe2\x80\xa8"), "a\\u{202e}b\\u{2028}");
 }
 
 TEST(EchoText, LongInputCutWithItsLength) {

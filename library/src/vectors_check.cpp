@@ -10,12 +10,12 @@
 #include <iostream>
 #include <sstream>
 
-#include "lowbit/text.hpp"
 #include "lowbit/exact.hpp"
 #include "lowbit/io.hpp"
 #include "lowbit/registry.hpp"
-#include "lowbit/value.hpp"
 #include "lowbit/sha256.hpp"
+#include "lowbit/text.hpp"
+#include "lowbit/value.hpp"
 #include "lowbit/vectors.hpp"
 
 namespace lowbit::vectors {
@@ -26,7 +26,6 @@ using json = nlohmann::json;
 
 // The most bytes of one message line taken from a suite (a problem, a mismatch line) that are printed.
 constexpr std::size_t echo_line_bytes = 1024;
-
 
 // A relative path of a manifest: '/'-separated names, none empty, "." or "..", no backslash.
 bool safe_path(const std::string& p) {
@@ -432,8 +431,8 @@ void print_reports(const std::vector<SuiteReport>& reports, std::size_t max_repo
   for (const SuiteReport& r : reports)
     for (const Unit& u : r.units) {
       if (!u.problem.empty())
-        std::cout << "  " << echo_text(r.name) << " " << echo_text(u.name) << ": " << echo_text(u.problem, echo_line_bytes)
-                  << "\n";
+        std::cout << "  " << echo_text(r.name) << " " << echo_text(u.name) << ": "
+                  << echo_text(u.problem, echo_line_bytes) << "\n";
       for (const std::string& d : u.details) {
         ++total_details;
         if (shown < max_report) {

@@ -91,10 +91,13 @@ class MemorySource final : public Source {
   std::span<const std::uint8_t> bytes_;
 };
 
+std::atomic<std::uint64_t> g_max_input_bytes{default_max_input_bytes};
+
 class FileSource final : public Source {
  public:
   explicit FileSource(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO given as an input is refused below (not a regular file) instead of blocking open().
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd_ < 0) throw FileError(path, "", std::string{"cannot open: "} + std::strerror(errno));
     struct stat st {};
     if (::fstat(fd_, &st) != 0) {
@@ -107,6 +110,11 @@ class FileSource final : public Source {
       throw FileError(path, "", "not a regular file");
     }
     size_ = static_cast<std::uint64_t>(st.st_size);
+    if (size_ > max_input_bytes()) {
+      ::close(fd_);
+      throw FileError(path, "", "is " + std::to_string(size_) + " bytes, over the limit of " +
+                                    std::to_string(max_input_bytes()) + " bytes per input");
+    }
   }
   FileSource(const FileSource&) = delete;
   FileSource& operator=(const FileSource&) = delete;
@@ -486,7 +494,13 @@ json parse_header_json(std::string_view text, std::uint64_t base, const std::str
     for (std::size_t i = 0; i + 1 < frames.size(); ++i) p += frames[i].key + ".";
     return p + last;
   };
-  json::parser_callback_t cb = [&](int, json::parse_event_t event, json& parsed) {
+  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
+    // A safetensors header nests three levels ({name: {"shape": [...]}}); deeper nesting is refused while
+    // parsing, before a tree of it is built (100 MB of '[' would otherwise take gigabytes).
+    constexpr int max_header_depth = 64;
+    if (depth > max_header_depth &&
+        (event == json::parse_event_t::object_start || event == json::parse_event_t::array_start))
+      fail_at(path, base, "invalid JSON header: nested deeper than " + std::to_string(max_header_depth) + " levels");
     switch (event) {
       case json::parse_event_t::object_start: frames.emplace_back(); break;
       case json::parse_event_t::object_end:
@@ -692,6 +706,9 @@ std::span<const std::uint8_t> as_bytes(const std::string& s) {
 }
 
 }  // namespace
+
+std::uint64_t max_input_bytes() { return g_max_input_bytes.load(std::memory_order_relaxed); }
+void set_max_input_bytes(std::uint64_t bytes) { g_max_input_bytes.store(bytes, std::memory_order_relaxed); }
 
 // ---- public: errors, dtypes, tensors -----------------------------------------------------------
 

@@ -98,8 +98,8 @@ inline const Format& require_format(const std::string& option, const std::string
 
 // Why a code is not one of `f`'s (it needs more bits, or tf32's low storage bits are not zero).
 inline std::string code_problem(const Format& f, std::string_view text) {
-  return "'" + lowbit::echo_text(text) + "' is too wide for " + f.name + " (" + std::to_string(f.code_bits()) + " code bits" +
-         (f.code_shift ? " above " + std::to_string(f.code_shift) + " zero bits" : "") + ")";
+  return "'" + lowbit::echo_text(text) + "' is too wide for " + f.name + " (" + std::to_string(f.code_bits()) +
+         " code bits" + (f.code_shift ? " above " + std::to_string(f.code_shift) + " zero bits" : "") + ")";
 }
 
 // Append `item` to a separated list.
@@ -164,6 +164,27 @@ inline std::string read_all(const std::string& path, const std::string& option) 
   }
   if (fd != STDIN_FILENO) ::close(fd);
   return text;
+}
+
+// The most bytes one output may take, in memory while it is computed: 4 GiB.  A command whose output would
+// take more (two small operands asking for a huge GEMM result) is refused before allocating it.
+inline constexpr std::uint64_t max_output_bytes = std::uint64_t{4} << 30;
+
+// The deepest nesting of arrays and objects a JSON input may have: lowbit's own documents nest at most four
+// levels, so 64 is far beyond any of them, and refusing deeper input while parsing (before its tree is built)
+// bounds the memory a file of nested '[' can take.
+inline constexpr int max_json_depth = 64;
+
+// nlohmann::json::parse with the depth bound: deeper input is an InputError naming `option`.  Other parse
+// errors are nlohmann's exceptions, as from json::parse.
+inline nlohmann::json parse_json(std::string_view text, const std::string& option) {
+  const nlohmann::json::parser_callback_t bound = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+    if (depth > max_json_depth &&
+        (event == nlohmann::json::parse_event_t::object_start || event == nlohmann::json::parse_event_t::array_start))
+      throw InputError(option + ": JSON nested deeper than " + std::to_string(max_json_depth) + " levels");
+    return true;
+  };
+  return nlohmann::json::parse(text.begin(), text.end(), bound);
 }
 
 // Write a file through the one writer (lowbit/output.hpp), or stdout for "-"; a failure is an InputError

@@ -331,7 +331,8 @@ void run_convert(const ConvertOptions& o) {
     }
     Result r;
     lowbit::exact::Trace trace;
-    std::string shown = lowbit::echo_text(f[0]);  // the input as the error names it: as typed, or the code as --raw names it
+    std::string shown =
+        lowbit::echo_text(f[0]);  // the input as the error names it: as typed, or the code as --raw names it
     if (text) {
       const std::optional<lowbit::exact::Value> x = lowbit::exact::parse(f[0]);
       if (!x) fail("'" + lowbit::echo_text(f[0]) + "' is not a number (decimal, hex-float, nan, inf)");

@@ -231,7 +231,7 @@ void run_gemm(GemmOptions& o) {
     if (!o.b.empty()) throw InputError("--b: only with --a FILE (with --a -, B is in the JSON object)");
     const std::string text = read_all(o.a, "--a");
     try {
-      j = json::parse(text);
+      j = parse_json(text, "--a");
     } catch (const json::parse_error& e) {
       throw InputError(std::string("--a: malformed JSON at byte ") + std::to_string(e.byte) + ": " + e.what());
     } catch (const json::exception& e) {  // a number too large for a double (out_of_range.406)
@@ -242,6 +242,12 @@ void run_gemm(GemmOptions& o) {
   const int m = read_dim(j, "m"), n = read_dim(j, "n"), k = read_dim(j, "k");
   o.rows = m;
   o.cols = n;
+  // D is held as one 8-byte code per element while it is computed (and A, B, C as well): an m x n output past
+  // max_output_bytes is refused here, before anything is allocated.
+  const std::uint64_t d_bytes = static_cast<std::uint64_t>(m) * static_cast<std::uint64_t>(n) * 8;
+  if (d_bytes > max_output_bytes)
+    throw InputError("--a: D would be " + std::to_string(m) + "x" + std::to_string(n) + ", " + std::to_string(d_bytes) +
+                     " bytes while computed, over the limit of " + std::to_string(max_output_bytes) + " bytes");
   const Format& fa = read_format(j, "a_format", "e4m3");
   const Format& fb = read_format(j, "b_format", "e4m3");
   const Matrix a = read_matrix(j, "a", fa, m, k);

@@ -5,7 +5,6 @@
 // Every subcommand lives in its own file (commands.hpp) and is registered here; nothing else happens here but
 // parsing and the last word on errors.
 #include <CLI/CLI.hpp>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -63,7 +62,8 @@ int main(int argc, char** argv) {
     for (const CLI::App* sub : app.get_subcommands({}))
       if (sub->check_name(argv[1])) known = true;
     if (!known) {
-      lowbit::cli::print_error(std::string("unknown subcommand '") + lowbit::echo_text(argv[1]) + "' (see lowbit --help)");
+      lowbit::cli::print_error(std::string("unknown subcommand '") + lowbit::echo_text(argv[1]) +
+                               "' (see lowbit --help)");
       return 2;
     }
   }

@@ -93,7 +93,7 @@ S::DelayedState read_state(const std::string& path) {
   if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return st;  // a new state file (no open: a FIFO would block)
   json j;
   try {
-    j = json::parse(read_all(path, "--state"));
+    j = parse_json(read_all(path, "--state"), "--state");
   } catch (const json::parse_error& e) {
     throw InputError("--state: '" + path + "': malformed JSON at byte " + std::to_string(e.byte));
   } catch (const json::exception& e) {  // a number too large for a double (out_of_range.406)
@@ -238,7 +238,7 @@ void run_quantize_text(const QuantizeOptions& o) {
 void run_dequantize_text(const DequantizeOptions& o) {
   json j;
   try {
-    j = json::parse(read_all(o.in, "--in"));
+    j = parse_json(read_all(o.in, "--in"), "--in");
   } catch (const json::parse_error& e) { throw InputError("--in: malformed JSON at byte " + std::to_string(e.byte)); }
   catch (const json::exception& e) { throw InputError(std::string("--in: malformed JSON: ") + e.what()); }
   if (!j.is_object()) throw InputError("--in: expected the JSON object that quantize writes");
@@ -575,7 +575,7 @@ void run_dequantize_dir(const DequantizeOptions& o) {
     std::ostringstream ss;
     ss << in.rdbuf();
     try {
-      j = json::parse(ss.str());
+      j = parse_json(ss.str(), jpath);
     } catch (const json::parse_error& e) {
       throw io::FileError(jpath, "byte " + std::to_string(e.byte), "malformed JSON");
     } catch (const json::exception& e) {  // a number too large for a double (out_of_range.406)

@@ -632,7 +632,8 @@ void check_device_run_types(const std::string& file, const json& j) {
     if (!t.is_object())
       throw InputError("--device-runs: '" + file + "': an entry of \"tests\" is a " + type_of(t) +
                        " where an object belongs");
-    for (const char* key : {"binary", "suite", "name", "result"}) need(t, key, &json::is_string, "a string", "tests[].");
+    for (const char* key : {"binary", "suite", "name", "result"})
+      need(t, key, &json::is_string, "a string", "tests[].");
     need(t, "failures", &json::is_array, "an array", "tests[].");
   }
 }
@@ -649,7 +650,7 @@ json hardware_section(const std::string& dir) {
   for (const fs::path& p : files) {
     json j;
     try {
-      j = json::parse(read_all(p.string(), "--device-runs"));
+      j = parse_json(read_all(p.string(), "--device-runs"), "--device-runs: '" + p.string() + "'");
     } catch (const json::exception&) {
       continue;  // not a report of device-check
     }

@@ -103,7 +103,8 @@ int run_check(const VectorsOptions& o) {
   if (!damage.empty()) {
     std::cout.flush();
     // A damage line names files and fields of the suite: escaped and bounded (text.hpp echo_text).
-    for (const std::string& d : damage) std::cerr << "lowbit: golden set damaged: " << lowbit::echo_text(d, 1024) << "\n";
+    for (const std::string& d : damage)
+      std::cerr << "lowbit: golden set damaged: " << lowbit::echo_text(d, 1024) << "\n";
     return 2;
   }
   std::vector<V::SuiteReport> reports;
@@ -136,8 +137,8 @@ int run_check(const VectorsOptions& o) {
     } catch (const json::exception& e) {
       // A manifest whose checksum holds but whose content the checker cannot use is a damaged set.
       std::cout.flush();
-      std::cerr << "lowbit: golden set damaged: " << lowbit::echo_text(pairs[i].first) << "/manifest.json: "
-                << lowbit::echo_text(e.what(), 1024) << "\n";
+      std::cerr << "lowbit: golden set damaged: " << lowbit::echo_text(pairs[i].first)
+                << "/manifest.json: " << lowbit::echo_text(e.what(), 1024) << "\n";
       return 2;
     }
   }

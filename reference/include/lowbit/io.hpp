@@ -139,6 +139,16 @@ struct Tensor {
   void check_width(std::size_t bytes_per_element) const;
 };
 
+// ---- bounds on inputs ------------------------------------------------------------------------
+
+// The largest file read_npy and read_safetensors accept: 4 GiB per input by default.  The data a file
+// declares is checked against the file's real size before anything is allocated; a file that really is
+// that large (a sparse file with a 40 GB hole reads as 40 GB of zeros) is refused by this bound instead of
+// being allocated in full.  Raised or lowered for the whole process with set_max_input_bytes.
+inline constexpr std::uint64_t default_max_input_bytes = std::uint64_t{4} << 30;
+std::uint64_t max_input_bytes();
+void set_max_input_bytes(std::uint64_t bytes);
+
 // ---- .npy ------------------------------------------------------------------------------------
 
 struct NpyArray : Tensor {
