@@ -587,11 +587,40 @@ def test_dequantize_json_numbers(field, culprits):
 # ---- bounded text inputs: no unbounded read, no blocking open ---------------------------------------------
 
 def test_an_endless_stdin_is_refused_at_the_limit():
+    # --max-bytes 1M keeps the test small; the default (4 GiB) is the same check with a larger bound.
     with open("/dev/zero", "rb") as zero:
-        p = subprocess.run([LOWBIT, "dequantize", "--in", "-"], stdin=zero, capture_output=True, check=False,
-                           timeout=120)
-    assert p.returncode == 2 and b"--in: '-' holds more than 1073741824 bytes" in p.stderr, p.stderr
+        p = subprocess.run([LOWBIT, "dequantize", "--in", "-", "--max-bytes", "1M"], stdin=zero, capture_output=True,
+                           check=False, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert b"--in: '-' holds more than 1048576 bytes, the limit of one input (--max-bytes)" in p.stderr, p.stderr
     assert p.stdout == b""
+
+
+def test_max_bytes_bounds_each_input_file(tmp_path):
+    a = tmp_path / "in-a.npy"
+    a.write_bytes(npy(descr="|u1", shape=(1024, 2048), data=b"\x38" * (1024 * 2048)))  # 2 MiB and a header
+    b = tmp_path / "in-b.npy"
+    b.write_bytes(npy(descr="|u1", shape=(2048, 1), data=b"\x38" * 2048))
+    out, err = fails(["gemm", "--model", "exact", "--a", a, "--b", b, "--max-bytes", "1M"], "--a", "in-a.npy",
+                     "over the limit of 1048576 bytes per input")
+    assert out == b""
+    rc, out, err = run(["gemm", "--model", "exact", "--a", a, "--b", b, "--max-bytes", "3M", "--out", tmp_path / "d.npy"])
+    assert rc == 0, err
+    # e4m3 0x38 is 1.0: each element of D is the sum of 2048 products 1.0 * 1.0, 2048.0 (f32 0x45000000)
+    assert (tmp_path / "d.npy").read_bytes()[-4096:] == struct.pack("<I", 0x45000000) * 1024
+
+
+@pytest.mark.parametrize("value", ["0", "", "1X", "-5", "4.5", "5G5", str(1 << 63), "8388608T"])
+def test_max_bytes_takes_a_byte_count(value):
+    out, err = fails(["gemm", "--model", "exact", "--a", "-", "--max-bytes", value], "--max-bytes", stdin=GEMM_JSON)
+    assert out == b""
+
+
+def test_max_bytes_applies_to_the_commands_that_read_and_states_its_default():
+    for cmd in (["gemm"], ["quantize"], ["dequantize"], ["verify-checkpoint"], ["check"], ["report"], ["merge"]):
+        rc, out, _ = run([*cmd, "--help"])
+        assert rc == 0 and b"--max-bytes" in out and b"default 4G" in out, cmd
+    _, err = fails(["convert", "--to", "e4m3", "--max-bytes", "1M"], "--max-bytes")  # convert streams (its lines are bounded instead)
 
 
 @pytest.mark.parametrize("option", ["--state", "--sr-bits-file"])
@@ -786,6 +815,7 @@ def test_a_sparse_npy_declaring_40_gb_is_refused_under_a_memory_limit(tmp_path):
     rc, out, err = run_limited(["gemm", "--model", "exact", "--a", tmp_path / "in.npy", "--b", tmp_path / "in.npy"])
     assert rc == 2 and out == b"", (rc, err)
     assert err.startswith("lowbit: --a: ") and "in.npy" in err, err
+    assert "over the limit of 4294967296 bytes per input" in err, err  # the default of --max-bytes
 
 
 def test_a_sparse_safetensors_declaring_40_gb_is_refused_under_a_memory_limit(tmp_path):

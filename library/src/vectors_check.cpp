@@ -538,6 +538,12 @@ Reader folder_reader(const std::string& dir) {
       if (fd >= 0) ::close(fd);
       return std::nullopt;
     }
+    if (static_cast<std::uint64_t>(st.st_size) > io::max_input_bytes()) {
+      ::close(fd);
+      error = p.string() + ": " + std::to_string(st.st_size) + " bytes, over the limit of " +
+              std::to_string(io::max_input_bytes()) + " bytes per input";
+      return std::nullopt;
+    }
     std::string bytes;
     bytes.reserve(static_cast<std::size_t>(st.st_size));
     char buf[1 << 16];

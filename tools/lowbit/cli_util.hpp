@@ -12,6 +12,7 @@
 #include <cstring>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <cstdio>
 #include <filesystem>
 #include <algorithm>
@@ -126,13 +127,44 @@ inline void print_table(const std::vector<std::vector<std::string>>& rows) {
   }
 }
 
-// The most bytes a text input (a JSON object, hex lines, a state file) may hold: 1 GiB, far beyond any
-// input lowbit's text modes are made for, so that /dev/zero or a runaway pipe as stdin is refused instead
-// of exhausting memory.
-inline constexpr std::size_t max_text_input_bytes = std::size_t{1} << 30;
+// --max-bytes: the most bytes one input may hold, each file and stdin alike (io::max_input_bytes; default
+// 4 GiB, io::default_max_input_bytes), so that /dev/zero or a runaway pipe as stdin, or a sparse file that
+// declares 40 GB, is refused instead of exhausting memory.  A whole number of bytes, or one with a binary
+// suffix: K, M, G, T (KiB, MiB, GiB, TiB also read).
+inline std::optional<std::uint64_t> parse_byte_count(const std::string& s) {
+  std::size_t digits = 0;
+  while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 19) return std::nullopt;
+  const std::string suffix = s.substr(digits);
+  int shift = -1;
+  for (const auto& [name, bits] : {std::pair{"", 0}, std::pair{"K", 10}, std::pair{"KiB", 10}, std::pair{"M", 20},
+                                   std::pair{"MiB", 20}, std::pair{"G", 30}, std::pair{"GiB", 30}, std::pair{"T", 40},
+                                   std::pair{"TiB", 40}})
+    if (suffix == name) shift = bits;
+  if (shift < 0) return std::nullopt;
+  const std::uint64_t n = std::stoull(s.substr(0, digits));
+  constexpr std::uint64_t max = std::uint64_t{1} << 62;
+  if (n == 0 || n > (max >> shift)) return std::nullopt;
+  return n << shift;
+}
 
-// Read all of stdin or a file, at most max_text_input_bytes.  A file that is not a regular file (a FIFO, a
-// device) is refused without blocking in open(); only stdin may be a pipe.
+inline void add_max_bytes(CLI::App* sub) {
+  // The validator refuses a bad count during parsing (exit 2 naming --max-bytes); the function then sets it.
+  const CLI::Validator byte_count(
+      [](std::string& s) -> std::string {
+        return parse_byte_count(s) ? std::string{}
+                                   : "'" + lowbit::echo_text(s) +
+                                         "' is not a byte count in 1..2^62 (a whole number, or with K, M, G, T)";
+      },
+      "BYTES", "byte_count");
+  sub->add_option_function<std::string>(
+         "--max-bytes", [](const std::string& s) { io::set_max_input_bytes(*parse_byte_count(s)); },
+         "The most bytes one input (each file, and stdin) may hold: a number, or with K, M, G, T (default 4G)")
+      ->check(byte_count);
+}
+
+// Read all of stdin or a file, at most io::max_input_bytes() (--max-bytes).  A file that is not a regular
+// file (a FIFO, a device) is refused without blocking in open(); only stdin may be a pipe.
 inline std::string read_all(const std::string& path, const std::string& option) {
   int fd = STDIN_FILENO;
   if (path != "-") {
@@ -155,10 +187,10 @@ inline std::string read_all(const std::string& path, const std::string& option) 
       throw InputError(option + ": cannot read '" + path + "': " + std::strerror(e));
     }
     if (got == 0) break;
-    if (text.size() + static_cast<std::size_t>(got) > max_text_input_bytes) {
+    if (text.size() + static_cast<std::uint64_t>(got) > io::max_input_bytes()) {
       if (fd != STDIN_FILENO) ::close(fd);
-      throw InputError(option + ": '" + path + "' holds more than " + std::to_string(max_text_input_bytes) +
-                       " bytes (the limit of a text input)");
+      throw InputError(option + ": '" + path + "' holds more than " + std::to_string(io::max_input_bytes()) +
+                       " bytes, the limit of one input (--max-bytes)");
     }
     text.append(buf, static_cast<std::size_t>(got));
   }

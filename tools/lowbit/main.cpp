@@ -55,6 +55,9 @@ int main(int argc, char** argv) {
                    C::add_gemm, C::add_quantize, C::add_verify_checkpoint, C::add_vectors, C::add_report,
                    C::add_merge})
     add(app);
+  // The commands that read files or stdin take --max-bytes (cli_util.hpp).
+  for (const char* reads : {"gemm", "quantize", "dequantize", "verify-checkpoint", "check", "report", "merge"})
+    C::add_max_bytes(app.get_subcommand(reads));
 
   // CLI11 reports a stray word as "a subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
