@@ -855,3 +855,29 @@ def test_a_safetensors_header_of_nested_brackets_is_refused_in_bounded_memory(tm
     assert rc == 2 and out == b"", (rc, err)
     assert "in.safetensors" in err and "nested deeper than 64 levels" in err, err
     assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("command", ["gemm", "quantize", "verify-checkpoint", "report"])
+def test_a_4_kb_file_declaring_40_gb_is_refused_by_every_reader_under_a_memory_limit(tmp_path, command):
+    # Short files that declare 40 GB: the declared size is checked against the file's real size before any
+    # allocation, by each command that reads tensors.
+    n = 100_000
+    small_npy = npy(shape=(n, n), data=b"\x00" * 4096)
+    small_st = safetensors({"w": ("F32", (n, n), b"\x00" * 4096, (0, n * n * 4))})
+    if command in ("gemm", "report"):
+        (tmp_path / "in.npy").write_bytes(small_npy)
+        culprit = "in.npy"
+        args = {"gemm": ["gemm", "--model", "exact", "--a", tmp_path / "in.npy", "--b", tmp_path / "in.npy"],
+                "report": ["report", "--sections", "input", "--input", tmp_path / "in.npy", "--out",
+                           tmp_path / "report"]}[command]
+    else:
+        (tmp_path / "in.safetensors").write_bytes(small_st)
+        culprit = "in.safetensors"
+        args = {"quantize": ["quantize", "--scheme", "mx", "--in", tmp_path / "in.safetensors", "--out",
+                             tmp_path / "q.safetensors"],
+                "verify-checkpoint": ["verify-checkpoint", "--source", tmp_path / "in.safetensors", "--quantized",
+                                      tmp_path / "in.safetensors"]}[command]
+    rc, out, err = run_limited(args)
+    assert rc == 2 and out == b"", (rc, err)
+    assert culprit in err and "byte" in err, err
+    assert leftovers(tmp_path) == []
