@@ -24,8 +24,10 @@ namespace {
 
 using json = nlohmann::json;
 
-// The most bytes of one message line taken from a suite (a problem, a mismatch line) that are printed.
+// The most bytes of one message line taken from a suite (a problem, a mismatch line) that are printed, and
+// of a suite or unit name (the committed suites' longest is 55 bytes).
 constexpr std::size_t echo_line_bytes = 1024;
+constexpr std::size_t echo_name_bytes = 256;
 
 // A relative path of a manifest: '/'-separated names, none empty, "." or "..", no backslash.
 bool safe_path(const std::string& p) {
@@ -421,7 +423,7 @@ void print_reports(const std::vector<SuiteReport>& reports, std::size_t max_repo
     const std::uint64_t m = r.mismatches();
     // Names, paths and problems come from the suite's files: escaped and bounded (text.hpp echo_text), so
     // that a suite name holding a newline or an ANSI sequence cannot forge a line of this report.
-    std::cout << echo_text(r.name) << ": " << r.cases() << " cases in " << run << " unit(s)";
+    std::cout << echo_text(r.name, echo_name_bytes) << ": " << r.cases() << " cases in " << run << " unit(s)";
     if (r.skipped()) std::cout << ", " << r.skipped() << " skipped";
     std::cout << ", " << m << " mismatch" << (m == 1 ? "" : "es") << (m ? "  FAILED" : "  ok") << "\n";
     cases += r.cases();
@@ -431,7 +433,7 @@ void print_reports(const std::vector<SuiteReport>& reports, std::size_t max_repo
   for (const SuiteReport& r : reports)
     for (const Unit& u : r.units) {
       if (!u.problem.empty())
-        std::cout << "  " << echo_text(r.name) << " " << echo_text(u.name) << ": "
+        std::cout << "  " << echo_text(r.name, echo_name_bytes) << " " << echo_text(u.name, echo_name_bytes) << ": "
                   << echo_text(u.problem, echo_line_bytes) << "\n";
       for (const std::string& d : u.details) {
         ++total_details;
