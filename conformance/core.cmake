@@ -19,6 +19,7 @@ add_executable(lowbit_unit_test
   ${CMAKE_CURRENT_LIST_DIR}/tests/profile_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tests/parse_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tests/names_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tests/echo_test.cpp
 )
 target_link_libraries(lowbit_unit_test PRIVATE lowbit::reference GTest::gtest GTest::gtest_main)
 gtest_discover_tests(lowbit_unit_test TEST_PREFIX "unit." PROPERTIES LABELS quick)

@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "lowbit/output.hpp"
 #include "lowbit/sha256.hpp"
 
 namespace lowbit::checks {
@@ -43,25 +44,8 @@ std::optional<std::string> read_file(const fs::path& p) {
   return ss.str();
 }
 
-void write_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp." + std::to_string(getpid()));
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.flush();
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw std::runtime_error("cannot write " + path.string());
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw std::runtime_error("cannot write " + path.string() + ": " + ec.message());
-  }
-}
+// Through the one writer (lowbit/output.hpp); its FileError names the file.
+void write_atomically(const fs::path& path, const std::string& text) { io::write_output(path.string(), text); }
 
 std::string brief(const ordered_json& j) {
   std::string s = j.dump();
@@ -178,6 +162,12 @@ void write_shard(const fs::path& dir, const ordered_json& doc) {
   const std::string text = doc.dump(1) + "\n";
   write_atomically(dir / shard_file, text);
   write_atomically(dir / shard_checksum_file, checksum_line(text));
+}
+
+void write_shard(io::FolderOutput& out, const ordered_json& doc) {
+  const std::string text = doc.dump(1) + "\n";
+  out.add(shard_file, text);
+  out.add(shard_checksum_file, checksum_line(text));
 }
 
 // ---- fields ----------------------------------------------------------------------------------------

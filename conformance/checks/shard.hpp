@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "checks.hpp"
+#include "lowbit/output.hpp"
 
 namespace lowbit::checks {
 
@@ -73,6 +74,8 @@ ordered_json shard_header(std::string_view kind, Shard s, std::string_view versi
 // Writes dir/shard.json, then dir/shard.json.sha256, each through a temporary file renamed into place
 // (a folder cut off mid-write has no checksum, and reads as damaged).  std::runtime_error on failure.
 void write_shard(const std::filesystem::path& dir, const ordered_json& doc);
+// The same two files into a folder being built (vectors generate --shard).
+void write_shard(io::FolderOutput& out, const ordered_json& doc);
 
 // A result folder read back, its checksum and header checked.
 struct LoadedShard {

@@ -742,20 +742,20 @@ TEST_F(IoTest, WriteIntoAMissingDirectoryLeavesNothing) {
     ADD_FAILURE() << "no FileError";
   } catch (const FileError& e) {
     EXPECT_EQ(e.path(), p);
-    EXPECT_NE(std::string(e.what()).find("cannot create a temporary file"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot open its folder"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(listing().empty());
 }
 
-TEST_F(IoTest, FailedRenameRemovesTheTemporary) {
-  // The destination is a non-empty directory: everything is written, then rename fails.
+TEST_F(IoTest, AFolderAsTheTargetIsRefused) {
+  // The destination is a folder: refused before anything is written (lowbit/output.hpp).
   fs::create_directories(dir_ / "taken" / "inside");
   const std::string p = path("taken");
   expect_file_error(
       [&] {
         lowbit::io::write_safetensors(p, {{"x", Tensor{DType::u8, {1}, {1}}}});
       },
-      p, "", "cannot rename");
+      p, "", "exists and is a folder");
   EXPECT_EQ(listing(), std::vector<std::string>{"taken"});
 }
 

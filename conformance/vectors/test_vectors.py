@@ -267,7 +267,7 @@ def test_bad_arguments_are_exit_2(tmp_path):
     rc, _, err = run("vectors", "generate", "--suite", "gemm-exact", "--out", tmp_path / "full")
     assert rc == 2 and "not an empty folder" in err
     assert sorted(p.name for p in (tmp_path / "full").iterdir()) == ["keep.txt"]
-    assert not any(p.name.endswith(".tmp-lowbit") for p in tmp_path.iterdir())
+    assert not any(p.name.startswith((".lowbit-tmp-", ".lowbit-lock-")) for p in tmp_path.iterdir())
 
 
 # ---- the gate ------------------------------------------------------------------------------------

@@ -1,7 +1,11 @@
 // Verifying golden suites and comparing a subject's results against them (vectors/SPEC.md "Checking").
 #include <fnmatch.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -21,6 +25,10 @@ namespace {
 
 using json = nlohmann::json;
 
+// The most bytes of one message line taken from a suite (a problem, a mismatch line) that are printed, and
+// of a suite or unit name (the committed suites' longest is 55 bytes).
+constexpr std::size_t echo_line_bytes = 1024;
+constexpr std::size_t echo_name_bytes = 256;
 
 // A relative path of a manifest: '/'-separated names, none empty, "." or "..", no backslash.
 bool safe_path(const std::string& p) {
@@ -333,15 +341,16 @@ std::uint64_t SuiteReport::compared() const {
 std::optional<Golden> load_golden(const Reader& read, const std::string& where, std::vector<std::string>& damage) {
   const std::size_t before = damage.size();
   auto fail = [&](const std::string& file, const std::string& why) { damage.push_back(where + "/" + file + ": " + why); };
-  std::string err;
+  std::string err, sum_err;
   const std::optional<std::string> manifest = read("manifest.json", err);
-  const std::optional<std::string> sum = read("manifest.json.sha256", err);
+  const std::optional<std::string> sum = read("manifest.json.sha256", sum_err);
+  // The reader's message names the file and why (missing, unreadable, leading outside the folder).
   if (!manifest) {
-    fail("manifest.json", "missing or unreadable");
+    damage.push_back(err.empty() ? where + "/manifest.json: missing or unreadable" : err);
     return std::nullopt;
   }
   if (!sum) {
-    fail("manifest.json.sha256", "missing or unreadable");
+    damage.push_back(sum_err.empty() ? where + "/manifest.json.sha256: missing or unreadable" : sum_err);
     return std::nullopt;
   }
   if (*sum != checksum_line(*manifest)) {
@@ -354,7 +363,7 @@ std::optional<Golden> load_golden(const Reader& read, const std::string& where, 
   try {
     g.manifest = json::parse(*manifest);
   } catch (const json::exception& e) {
-    fail("manifest.json", std::string("not JSON: ") + e.what());
+    fail("manifest.json", "not JSON: " + echo_text(e.what(), echo_line_bytes));
     return std::nullopt;
   }
   // Types first: a checksum-consistent manifest may still hold a field of the wrong JSON type (a hand-edited
@@ -399,13 +408,15 @@ std::optional<Golden> load_golden(const Reader& read, const std::string& where, 
     }
     const std::string path = e.at("path");
     if (!safe_path(path)) {
-      fail("manifest.json", "file path '" + path + "' leaves the suite folder");
+      fail("manifest.json", "file path '" + echo_text(path) + "' leaves the suite folder");
       continue;
     }
     std::string ferr;
     const std::optional<std::string> bytes = read(path, ferr);
     if (!bytes) {
-      fail(path, "missing or unreadable (listed in manifest.json)");
+      // ferr names the file and why: missing, unreadable, not a regular file, or leading outside the folder.
+      damage.push_back((ferr.empty() ? where + "/" + path + ": missing or unreadable" : ferr) +
+                       " (listed in manifest.json)");
       continue;
     }
     if (Sha256::of(*bytes) != e.at("sha256").get<std::string>()) {
@@ -504,7 +515,9 @@ struct Listing {
   void line(const std::string& text) {
     ++total;
     if (shown < max) {
-      std::cout << "  " << text << "\n";
+      // Names, paths and problems come from the suite's files: escaped and bounded (text.hpp echo_text), so
+      // that a suite name holding a newline or an ANSI sequence cannot forge a line of this report.
+      std::cout << "  " << echo_text(text, echo_line_bytes) << "\n";
       ++shown;
     }
   }
@@ -546,7 +559,7 @@ std::vector<std::string> verdict(const std::vector<SuiteReport>& reports, const 
 
 void print_reports(const std::vector<SuiteReport>& reports, std::size_t max_report, const Requirements& req) {
   for (const SuiteReport& r : reports) {
-    std::cout << r.name << ": " << plural(r.cases(), "case", "cases") << " compared in " << r.compared() << " of "
+    std::cout << echo_text(r.name, echo_name_bytes) << ": " << plural(r.cases(), "case", "cases") << " compared in " << r.compared() << " of "
               << plural(r.units.size(), "unit", "units") << ", " << r.mismatches() << " mismatching, " << r.skipped()
               << " skipped, " << r.errors() << " in error  " << suite_status(r) << "\n";
   }
@@ -685,22 +698,77 @@ nlohmann::ordered_json report_json(const std::vector<SuiteReport>& reports, cons
   return out;
 }
 
-Reader folder_reader(const std::string& dir) {
-  return [dir](const std::string& path, std::string& error) -> std::optional<std::string> {
-    const std::filesystem::path p = std::filesystem::path(dir) / path;
+namespace {
+
+// True when `p` is `root` or lies under it, both canonical (no ".", "..", or symbolic link left in them).
+bool is_under(const std::filesystem::path& p, const std::filesystem::path& root) {
+  auto r = root.begin();
+  auto q = p.begin();
+  for (; r != root.end(); ++r, ++q)
+    if (q == p.end() || *q != *r) return false;
+  return true;
+}
+
+}  // namespace
+
+// vectors/SPEC.md: the paths of a suite never leave its folder.  A manifest's path is checked by safe_path
+// (no "..", no absolute path); here every path is resolved (std::filesystem::canonical, symbolic links
+// included) and refused when the file it reaches lies outside the folder, so that a link planted inside a
+// suite cannot make the checker read (and a damaged-set message echo) a file elsewhere.  The file reached
+// is then opened without following a final link and without blocking (a FIFO is refused, not waited on).
+Reader folder_reader(const std::string& dir, const std::string& what) {
+  return [dir, what](const std::string& path, std::string& error) -> std::optional<std::string> {
+    namespace fs = std::filesystem;
+    const fs::path p = fs::path(dir) / path;
+    if (!safe_path(path)) {
+      error = what + p.string() + ": the path leaves the folder (an absolute path, \"..\" or an empty name)";
+      return std::nullopt;
+    }
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(p, ec)) {
-      error = "results file " + p.string() + ": missing";
+    const fs::path root = fs::canonical(dir, ec);
+    if (ec) {
+      error = what + p.string() + ": missing (" + dir + " cannot be resolved: " + ec.message() + ")";
       return std::nullopt;
     }
-    std::ifstream in(p, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (!in) {
-      error = "results file " + p.string() + ": unreadable";
+    const fs::path real = fs::canonical(p, ec);
+    if (ec) {
+      error = what + p.string() + ": missing";
       return std::nullopt;
     }
-    return ss.str();
+    if (!is_under(real, root)) {
+      error = what + p.string() + ": leads outside the folder " + dir + " through a symbolic link (to " + real.string() +
+              "); paths never leave the folder";
+      return std::nullopt;
+    }
+    const int fd = ::open(real.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st {};
+    if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      error = what + p.string() + (fd < 0 ? ": unreadable" : ": not a regular file");
+      if (fd >= 0) ::close(fd);
+      return std::nullopt;
+    }
+    if (static_cast<std::uint64_t>(st.st_size) > io::max_input_bytes()) {
+      ::close(fd);
+      error = what + p.string() + ": " + std::to_string(st.st_size) + " bytes, over the limit of " +
+              std::to_string(io::max_input_bytes()) + " bytes per input";
+      return std::nullopt;
+    }
+    std::string bytes;
+    bytes.reserve(static_cast<std::size_t>(st.st_size));
+    char buf[1 << 16];
+    for (;;) {
+      const ssize_t got = ::read(fd, buf, sizeof buf);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        ::close(fd);
+        error = what + p.string() + ": unreadable";
+        return std::nullopt;
+      }
+      if (got == 0) break;
+      bytes.append(buf, static_cast<std::size_t>(got));
+    }
+    ::close(fd);
+    return bytes;
   };
 }
 

@@ -18,6 +18,7 @@
 #include "lowbit/gemm.hpp"
 #include "lowbit/procedure.hpp"
 #include "lowbit/io.hpp"
+#include "lowbit/output.hpp"
 #include "lowbit/profile.hpp"
 #include "lowbit/registry.hpp"
 #include "lowbit/scale.hpp"
@@ -947,35 +948,18 @@ std::string manifest_text(const Suite& s) {
 
 std::string checksum_line(const std::string& manifest) { return Sha256::of(manifest) + "  manifest.json\n"; }
 
+// The suite is built as a new folder and swapped in whole (lowbit/output.hpp); an existing --out must be
+// an empty folder.  The one writer's FileError becomes the library's ArgumentError of "out".
 void write_suite(const Suite& s, const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
-    throw ArgumentError("out", "'" + dir + "' exists and is not an empty folder");
-  const fs::path target = fs::absolute(fs::path(dir)).lexically_normal();
-  const fs::path tmp = target.parent_path() / (target.filename().string() + ".tmp-lowbit");
-  fs::remove_all(tmp, ec);
   try {
-    fs::create_directories(tmp);
-    auto put = [&](const std::string& rel, const std::string& bytes) {
-      const fs::path p = tmp / rel;
-      fs::create_directories(p.parent_path());
-      std::ofstream out(p, std::ios::binary | std::ios::trunc);
-      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-      if (!out) throw ArgumentError("out", "cannot write '" + (target / rel).string() + "'");
-    };
-    for (const File& f : s.files) put(f.path, f.bytes);
+    io::FolderOutput out(dir, {});
+    for (const File& f : s.files) out.add(f.path, f.bytes);
     const std::string m = manifest_text(s);
-    put("manifest.json", m);
-    put("manifest.json.sha256", checksum_line(m));
-    if (fs::exists(target, ec)) fs::remove(target);
-    fs::rename(tmp, target);
-  } catch (const fs::filesystem_error& e) {
-    fs::remove_all(tmp, ec);
-    throw ArgumentError("out", "cannot write '" + dir + "': " + e.code().message());
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
+    out.add("manifest.json", m);
+    out.add("manifest.json.sha256", checksum_line(m));
+    out.commit();
+  } catch (const io::FileError& e) {
+    throw ArgumentError("out", e.what());
   }
 }
 

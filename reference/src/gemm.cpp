@@ -555,7 +555,7 @@ std::vector<std::uint64_t> exact_block_scaled(const Matrix& a, const Matrix& b, 
   check_shapes(a, b, c);
   const int m = a.rows, n = b.cols, kk = a.cols;
   if (block < 1 || bn < 1) throw std::invalid_argument("scale blocks must be positive");
-  const int kb = (kk + block - 1) / block, nb = (n + bn - 1) / bn;
+  const int kb = kk / block + (kk % block != 0), nb = n / bn + (n % bn != 0);  // ceil, without overflow
   if (a_scales.rows != m || a_scales.cols != kb)
     throw std::invalid_argument("a_scales must be " + std::to_string(m) + "x" + std::to_string(kb));
   if (b_scales.rows != kb || b_scales.cols != nb)

@@ -6,6 +6,7 @@
 //              padded with spaces), then the byte buffer, which the data_offsets must cover entirely.
 
 #include "lowbit/io.hpp"
+#include "lowbit/output.hpp"
 #include "lowbit/text.hpp"
 
 #include <fcntl.h>
@@ -90,10 +91,13 @@ class MemorySource final : public Source {
   std::span<const std::uint8_t> bytes_;
 };
 
+std::atomic<std::uint64_t> g_max_input_bytes{default_max_input_bytes};
+
 class FileSource final : public Source {
  public:
   explicit FileSource(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO given as an input is refused below (not a regular file) instead of blocking open().
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd_ < 0) throw FileError(path, "", std::string{"cannot open: "} + std::strerror(errno));
     struct stat st {};
     if (::fstat(fd_, &st) != 0) {
@@ -106,6 +110,11 @@ class FileSource final : public Source {
       throw FileError(path, "", "not a regular file");
     }
     size_ = static_cast<std::uint64_t>(st.st_size);
+    if (size_ > max_input_bytes()) {
+      ::close(fd_);
+      throw FileError(path, "", "is " + std::to_string(size_) + " bytes, over the limit of " +
+                                    std::to_string(max_input_bytes()) + " bytes per input");
+    }
   }
   FileSource(const FileSource&) = delete;
   FileSource& operator=(const FileSource&) = delete;
@@ -485,7 +494,13 @@ json parse_header_json(std::string_view text, std::uint64_t base, const std::str
     for (std::size_t i = 0; i + 1 < frames.size(); ++i) p += frames[i].key + ".";
     return p + last;
   };
-  json::parser_callback_t cb = [&](int, json::parse_event_t event, json& parsed) {
+  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
+    // A safetensors header nests three levels ({name: {"shape": [...]}}); deeper nesting is refused while
+    // parsing, before a tree of it is built (100 MB of '[' would otherwise take gigabytes).
+    constexpr int max_header_depth = 64;
+    if (depth > max_header_depth &&
+        (event == json::parse_event_t::object_start || event == json::parse_event_t::array_start))
+      fail_at(path, base, "invalid JSON header: nested deeper than " + std::to_string(max_header_depth) + " levels");
     switch (event) {
       case json::parse_event_t::object_start: frames.emplace_back(); break;
       case json::parse_event_t::object_end:
@@ -692,6 +707,9 @@ std::span<const std::uint8_t> as_bytes(const std::string& s) {
 
 }  // namespace
 
+std::uint64_t max_input_bytes() { return g_max_input_bytes.load(std::memory_order_relaxed); }
+void set_max_input_bytes(std::uint64_t bytes) { g_max_input_bytes.store(bytes, std::memory_order_relaxed); }
+
 // ---- public: errors, dtypes, tensors -----------------------------------------------------------
 
 FileError::FileError(std::string path, std::string where, const std::string& problem)
@@ -771,15 +789,15 @@ std::vector<std::uint8_t> encode_npy(DType dtype, std::span<const std::uint64_t>
 }
 
 void write_npy(const std::string& path, DType dtype, std::span<const std::uint64_t> shape,
-               std::span<const std::uint8_t> bytes) {
+               std::span<const std::uint8_t> bytes, const OutputOptions& options) {
   check_payload(dtype, shape, bytes.size(), "write_npy");
   const std::string header = npy_header(dtype, shape);
   const std::array<std::span<const std::uint8_t>, 2> parts{as_bytes(header), bytes};
-  write_file_atomic(path, parts);
+  write_output(path, parts, options);
 }
 
-void write_npy(const std::string& path, const Tensor& tensor) {
-  write_npy(path, tensor.dtype, tensor.shape, tensor.bytes);
+void write_npy(const std::string& path, const Tensor& tensor, const OutputOptions& options) {
+  write_npy(path, tensor.dtype, tensor.shape, tensor.bytes, options);
 }
 
 // ---- public: safetensors -------------------------------------------------------------------------
@@ -840,63 +858,12 @@ std::vector<std::uint8_t> encode_safetensors(const std::map<std::string, Tensor>
 }
 
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+                       const std::map<std::string, std::string>& metadata, const OutputOptions& options) {
   const Layout l = safetensors_layout(tensors, metadata);
   const auto n = le64(l.header.size());
   std::vector<std::span<const std::uint8_t>> parts{std::span<const std::uint8_t>{n}, as_bytes(l.header)};
   for (const auto& [name, t] : l.order) parts.emplace_back(t->bytes);
-  write_file_atomic(path, parts);
-}
-
-// ---- public: atomic writes -----------------------------------------------------------------------
-
-void write_file_atomic(const std::string& path, std::span<const std::span<const std::uint8_t>> parts) {
-  namespace fs = std::filesystem;
-  const fs::path target{path};
-  if (!target.has_filename()) throw FileError(path, "", "not a file name");
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path{"."};
-
-  // A fresh name in the same directory (so that rename is atomic), created exclusively with mode
-  // 0666 less the umask, like any new file.
-  static std::atomic<std::uint64_t> counter{0};
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::string tmp;
-  int fd = -1;
-  for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
-    std::ostringstream name;
-    name << "." << target.filename().string() << ".tmp-" << ::getpid() << "-" << counter++ << "-" << std::hex
-         << (rng() & 0xffffffu);
-    tmp = (dir / name.str()).string();
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) break;
-  }
-  if (fd < 0)
-    throw FileError(path, "", "cannot create a temporary file in " + dir.string() + ": " + std::strerror(errno));
-
-  std::uint64_t written = 0;
-  // A failed write names the byte it stopped at; later failures concern the whole file.
-  const auto fail = [&](const std::string& problem, bool at_byte) {
-    const int e = errno;
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw FileError(path, at_byte ? "byte " + std::to_string(written) : std::string{},
-                    problem + ": " + std::strerror(e));
-  };
-  for (const std::span<const std::uint8_t> part : parts) {
-    std::size_t done = 0;
-    while (done < part.size()) {
-      const ssize_t put = ::write(fd, part.data() + done, part.size() - done);
-      if (put < 0 && errno == EINTR) continue;
-      if (put < 0) fail("write failed", true);
-      done += static_cast<std::size_t>(put);
-      written += static_cast<std::uint64_t>(put);
-    }
-  }
-  if (::fsync(fd) != 0) fail("fsync failed", false);
-  const int fd_closed = fd;
-  fd = -1;
-  if (::close(fd_closed) != 0) fail("close failed", false);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename the temporary file into place", false);
+  write_output(path, parts, options);
 }
 
 }  // namespace lowbit::io

@@ -716,7 +716,7 @@ void Streaming::mx() {
   if (!any_) return;
   const Reach reach = o_.nonfinite == NonFinite::propagate ? Reach::finite : Reach::all;
   const bool fp32_multiply = o_.mx_rule == MxRule::rceil || o_.mx_rule == MxRule::rne;
-  const int nbc = (C_ + o_.block - 1) / o_.block;
+  const int nbc = ceil_div(C_, o_.block);
   const int emax = emax_elem(el_);
   const int mantissa_bits = el_.mantissa_bits;
   std::vector<float> mults(static_cast<std::size_t>(nbc));

@@ -102,6 +102,9 @@ class Resolver {
         return std::nullopt;
       case Extent::Kind::chosen:
         if (given && *given < 1) return refuse(Option::block, "must be positive");
+        if (given && *given > max_block_side)
+          return refuse(Option::block, std::to_string(*given) + " is longer than the longest block side, " +
+                                           std::to_string(max_block_side));
         out = given ? *given : e.size;
         return std::nullopt;
     }

@@ -1,5 +1,7 @@
 #include "lowbit/text.hpp"
 
+#include <algorithm>
+
 #include "lowbit/exact.hpp"
 #include "lowbit/names.hpp"
 #include "lowbit/value.hpp"
@@ -88,6 +90,99 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
     s += std::to_string(shape[i]);
   }
   return s + "]";
+}
+
+}  // namespace lowbit
+
+namespace lowbit {
+
+namespace {
+
+// The length of the UTF-8 sequence at s[i] (RFC 3629: no overlong forms, no surrogates, nothing above
+// U+10FFFF) and its code point, or 0 when the bytes there are not one.
+std::size_t utf8_sequence(std::string_view s, std::size_t i, std::uint32_t& cp) {
+  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  std::size_t n = 0;
+  std::uint32_t min = 0;
+  if (c < 0x80) {
+    cp = c;
+    return 1;
+  }
+  if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1fu, min = 0x80;
+  else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0fu, min = 0x800;
+  else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07u, min = 0x10000;
+  else return 0;
+  if (i + n > s.size()) return 0;
+  for (std::size_t k = 1; k < n; ++k) {
+    if ((b(k) & 0xc0u) != 0x80u) return 0;
+    cp = (cp << 6) | (b(k) & 0x3fu);
+  }
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
+
+// Code points a terminal or a reader acts on rather than shows: U+2028/2029 (line and paragraph
+// separators) and the bidirectional embeddings, overrides and isolates (U+202A..202E, U+2066..2069),
+// which can make a line read in another order than its bytes (CVE-2021-42574, "Trojan Source").
+bool is_format_control(std::uint32_t cp) {
+  return (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200e || cp == 0x200f;
+}
+
+void escape_into(std::string& out, std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    std::uint32_t cp = 0;
+    const std::size_t n = utf8_sequence(s, i, cp);
+    if (n == 0) {
+      out += "\\x" + hex_digits(static_cast<unsigned char>(s[i]), 2);
+      ++i;
+      continue;
+    }
+    if (cp == '\n') out += "\\n";
+    else if (cp == '\r') out += "\\r";
+    else if (cp == '\t') out += "\\t";
+    else if (cp == 0) out += "\\0";
+    else if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f)) out += "\\x" + hex_digits(cp, 2);
+    else if (is_format_control(cp)) out += "\\u{" + hex_digits(cp, 4) + "}";
+    else out.append(s.substr(i, n));
+    i += n;
+  }
+}
+
+// The largest cut of s at most `limit` bytes long that does not split a UTF-8 sequence.
+std::size_t cut_at(std::string_view s, std::size_t limit) {
+  if (limit >= s.size()) return s.size();
+  std::size_t end = limit;
+  // Step back over continuation bytes (at most three) to the start of the sequence the limit splits; the
+  // bytes before it are whole sequences (or bytes escaped one by one).
+  for (int k = 0; k < 3 && end > 0 && (static_cast<unsigned char>(s[end]) & 0xc0u) == 0x80u; ++k) --end;
+  return end;
+}
+
+}  // namespace
+
+std::string echo_text(std::string_view s, std::size_t max_bytes) {
+  std::string out;
+  const std::size_t shown = cut_at(s, max_bytes);
+  escape_into(out, s.substr(0, shown));
+  if (shown < s.size())
+    out += "... (" + std::to_string(s.size()) + " bytes in all, the first " + std::to_string(shown) + " shown)";
+  return out;
+}
+
+std::string echo_at(std::string_view text, std::size_t offset, std::size_t max_bytes) {
+  offset = std::min(offset, text.size());
+  const std::size_t before = std::min(offset, max_bytes / 2);
+  std::size_t start = offset - before;
+  // Start at a character boundary: skip continuation bytes (at most three).
+  for (int k = 0; k < 3 && start < offset && (static_cast<unsigned char>(text[start]) & 0xc0u) == 0x80u; ++k) ++start;
+  const std::string_view window = text.substr(start);
+  const std::size_t shown = cut_at(window, max_bytes);
+  std::string out = "byte " + std::to_string(offset) + ": ";
+  if (start > 0) out += "...";
+  escape_into(out, window.substr(0, shown));
+  if (shown < window.size()) out += "...";
+  return out;
 }
 
 }  // namespace lowbit

@@ -165,7 +165,8 @@ void add_verify_checkpoint(CLI::App& app) {
   v->add_option("--source", o->source, "A.safetensors: the unquantized weights (F32, BF16, F16)")->required();
   v->add_option("--quantized", o->quantized, "B.safetensors: W.data, W.block_scales, W.tensor_scale, metadata")
       ->required();
-  v->add_option("--max-report", o->max_report, "List at most N differing blocks (default: all)");
+  v->add_option("--max-report", o->max_report, "List at most N differing blocks (default: all)")
+      ->check(whole_number(0, std::numeric_limits<int>::max()));
   v->add_flag("--json", o->as_json, "Print one JSON object");
   v->callback([o] {
     int code = 0;

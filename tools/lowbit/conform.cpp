@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "lowbit/output.hpp"
 #include "checks.hpp"
 #include "commands.hpp"
 #include "conform_report.hpp"
@@ -253,23 +254,8 @@ std::string junit_xml(const std::vector<Row>& rows, const RunInfo& info) {
   return x;
 }
 
-// Write a file atomically: a temporary file in the same folder, then rename over the target.
-void write_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp." + std::to_string(getpid()));
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw std::runtime_error("cannot write " + tmp.string());
-    f << text;
-    f.flush();
-    if (!f) throw std::runtime_error("cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw std::runtime_error("cannot rename into " + path.string());
-  }
-}
+// Through the one writer (lowbit/output.hpp); its FileError names the file.
+void write_atomically(const fs::path& path, const std::string& text) { io::write_output(path.string(), text); }
 
 int run(const Options& o) {
   std::optional<checks::Shard> shard;

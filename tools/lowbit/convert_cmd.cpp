@@ -62,16 +62,22 @@ class Out {
 // Reads stdin in big blocks and hands out lines (without the newline; a trailing '\r' is dropped).
 class LineReader {
  public:
+  // The longest line accepted: 1 MiB, room for any decimal an input value needs (an f64's exact decimal has at
+  // most 767 significant digits, 1074 places after the point).
+  static constexpr std::size_t max_line_bytes = std::size_t{1} << 20;
+  // Set when next() handed out the first max_line_bytes and more of a line that had not ended.
+  bool too_long() const { return too_long_; }
+
   bool next(std::string& line) {
     line.clear();
     for (;;) {
       if (pos_ == len_) {
-        if (eof_) return !line.empty();
+        if (eof_) return done(line);
         len_ = std::fread(buf_.data(), 1, buf_.size(), stdin);
         pos_ = 0;
         if (len_ == 0) {
           eof_ = true;
-          return !line.empty();
+          return done(line);
         }
       }
       const char* start = buf_.data() + pos_;
@@ -81,17 +87,29 @@ class LineReader {
         line.append(start, n);
         pos_ += n + 1;
         if (!line.empty() && line.back() == '\r') line.pop_back();
+        too_long_ = line.size() > max_line_bytes;
         return true;
       }
       line.append(start, len_ - pos_);
       pos_ = len_;
+      // A value line is a few dozen bytes; a line without end (a stream with no newline) is refused once it
+      // passes the bound rather than held whole in memory.
+      if (line.size() > max_line_bytes) {
+        too_long_ = true;
+        return true;
+      }
     }
   }
 
  private:
+  bool done(const std::string& line) {
+    too_long_ = line.size() > max_line_bytes;
+    return !line.empty();
+  }
+
   std::vector<char> buf_ = std::vector<char>(1u << 20);
   std::size_t pos_ = 0, len_ = 0;
-  bool eof_ = false;
+  bool eof_ = false, too_long_ = false;
 };
 
 std::vector<std::string_view> fields(std::string_view line) {
@@ -291,34 +309,38 @@ void run_convert(const ConvertOptions& o) {
   };
   while (in.next(line)) {
     ++number;
+    if (in.too_long())
+      fail("longer than " + std::to_string(LineReader::max_line_bytes) + " bytes (a value line is a few dozen): '" +
+           lowbit::echo_text(std::string_view(line).substr(0, lowbit::echo_max_bytes)) + "...'");
     const std::vector<std::string_view> f = fields(line);
     if (f.empty()) fail("empty line (expected a value)");
-    if (f.size() > 2) fail("too many fields in '" + line + "'");
+    if (f.size() > 2) fail("too many fields in '" + lowbit::echo_text(line) + "'");
     std::uint64_t rbits = 0;
     if (stochastic) {
       if (f.size() < 2) fail("random bits missing: rounding " + std::string(lowbit::name(policy.rounding)) +
                              " needs a second field of " + std::to_string(policy.sr_bits) + " random bits in 0x hex");
       bool wide = false;
       const std::optional<std::uint64_t> r = lowbit::parse_hex(f[1], lowbit::HexPrefix::required, &wide);
-      if (!r) fail("random bits '" + std::string(f[1]) + "' are not 0x hex");
+      if (!r) fail("random bits '" + lowbit::echo_text(f[1]) + "' are not 0x hex");
       if (wide || *r >= r_limit)
-        fail("random bits " + std::string(f[1]) + " are not below 2^" + std::to_string(policy.sr_bits));
+        fail("random bits " + lowbit::echo_text(f[1]) + " are not below 2^" + std::to_string(policy.sr_bits));
       rbits = *r;
     } else if (f.size() == 2) {
-      fail("random bits '" + std::string(f[1]) + "' present, but rounding " + lowbit::name(policy.rounding) +
+      fail("random bits '" + lowbit::echo_text(f[1]) + "' present, but rounding " + lowbit::name(policy.rounding) +
            " is not stochastic");
     }
     Result r;
     lowbit::exact::Trace trace;
-    std::string shown(f[0]);  // the input as the error names it: as typed, or the code as --raw names it
+    std::string shown =
+        lowbit::echo_text(f[0]);  // the input as the error names it: as typed, or the code as --raw names it
     if (text) {
       const std::optional<lowbit::exact::Value> x = lowbit::exact::parse(f[0]);
-      if (!x) fail("'" + std::string(f[0]) + "' is not a number (decimal, hex-float, nan, inf)");
+      if (!x) fail("'" + lowbit::echo_text(f[0]) + "' is not a number (decimal, hex-float, nan, inf)");
       r = lowbit::exact::round(to, *x, policy, rbits, o.trace ? &trace : nullptr);
     } else {
       bool wide = false;
       const std::optional<std::uint64_t> v = lowbit::parse_hex(f[0], lowbit::HexPrefix::required, &wide);
-      if (!v) fail("'" + std::string(f[0]) + "' is not 0x hex bits of " + from->name);
+      if (!v) fail("'" + lowbit::echo_text(f[0]) + "' is not 0x hex bits of " + from->name);
       if (wide || !from->valid_code(*v))
         fail(code_problem(*from, f[0]));
       shown = lowbit::hex(*from, *v);
@@ -368,7 +390,8 @@ void add_convert(CLI::App& app) {
   sub->add_option("--subnormals", co->subnormals, "keep, ftz, daz, ftz-daz (default keep)");
   sub->add_option("--tininess", co->tininess, "after (default) or before rounding");
   sub->add_option("--profile", co->profile, "ocp, cuda, ml_dtypes, llvm, te, torchao, microxcaling, p3109");
-  auto* sr = sub->add_option("--sr-bits", co->sr_bits, "Random bits N per value for sr-a/sr-b/sr-c (1..32)");
+  auto* sr = sub->add_option("--sr-bits", co->sr_bits, "Random bits N per value for sr-a/sr-b/sr-c (1..32)")
+                 ->check(whole_number(0, 32));
   sub->add_flag("--flags", co->flags, "Print the raised flags after each code");
   sub->add_flag("--raw", co->raw, "Packed little-endian binary in and out");
   sub->add_flag("--trace", co->trace, "Explain each conversion");

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli_util.hpp"
+#include "lowbit/scale.hpp"
 #include "commands.hpp"
 #include "lowbit/gemm.hpp"
 #include "lowbit/procedure.hpp"
@@ -165,13 +166,13 @@ void write_result(const GemmOptions& o, const std::vector<std::uint64_t>& d, boo
     for (std::uint64_t v : qformat ? quantized : d)
       for (int b = 0; b < width; ++b) bytes.push_back(static_cast<std::uint8_t>(v >> (8 * b)));
     try {
-      io::write_npy(o.out, dtype, shape, bytes);
+      io::write_npy(o.out, dtype, shape, bytes, io::OutputOptions{{o.a, o.b}});
     } catch (const io::FileError& e) {
       throw InputError(std::string("--out: ") + e.what());
     }
     return;
   }
-  write_all(o.out, out.dump() + "\n", "--out");
+  write_all(o.out, out.dump() + "\n", "--out", {o.a, o.b});
 }
 
 // `lowbit gemm --list-models`: name, tab, what it computes (a model: k, F and its source); --json: every row.
@@ -230,7 +231,7 @@ void run_gemm(GemmOptions& o) {
     if (!o.b.empty()) throw InputError("--b: only with --a FILE (with --a -, B is in the JSON object)");
     const std::string text = read_all(o.a, "--a");
     try {
-      j = json::parse(text);
+      j = parse_json(text, "--a");
     } catch (const json::parse_error& e) {
       throw InputError(std::string("--a: malformed JSON at byte ") + std::to_string(e.byte) + ": " + e.what());
     } catch (const json::exception& e) {  // a number too large for a double (out_of_range.406)
@@ -241,6 +242,12 @@ void run_gemm(GemmOptions& o) {
   const int m = read_dim(j, "m"), n = read_dim(j, "n"), k = read_dim(j, "k");
   o.rows = m;
   o.cols = n;
+  // D is held as one 8-byte code per element while it is computed (and A, B, C as well): an m x n output past
+  // max_output_bytes is refused here, before anything is allocated.
+  const std::uint64_t d_bytes = static_cast<std::uint64_t>(m) * static_cast<std::uint64_t>(n) * 8;
+  if (d_bytes > max_output_bytes)
+    throw InputError("--a: D would be " + std::to_string(m) + "x" + std::to_string(n) + ", " + std::to_string(d_bytes) +
+                     " bytes while computed, over the limit of " + std::to_string(max_output_bytes) + " bytes");
   const Format& fa = read_format(j, "a_format", "e4m3");
   const Format& fb = read_format(j, "b_format", "e4m3");
   const Matrix a = read_matrix(j, "a", fa, m, k);
@@ -306,7 +313,7 @@ void add_gemm(CLI::App& app) {
   sub->add_option("--a-scales", o->a_scales, "A's block scales (.npy of codes)");
   sub->add_option("--b-scales", o->b_scales, "B's block scales (.npy of codes)");
   sub->add_option("--scale-format", o->scale_format, "e8m0, ue4m3 or f32");
-  sub->add_option("--scale-block", o->scale_block, "K elements per scale");
+  sub->add_option("--scale-block", o->scale_block, "K elements per scale")->check(whole_number(1, lowbit::scale::max_block_side));
   sub->add_option("--alpha", o->alpha, "f32 bits (0x...)");
   sub->add_option("--beta", o->beta, "f32 bits (0x...)");
   sub->add_option("--scale-a", o->scale_a, "per-tensor A scale, f32 bits");

@@ -5,13 +5,16 @@
 // Every subcommand lives in its own file (commands.hpp) and is registered here; nothing else happens here but
 // parsing and the last word on errors.
 #include <CLI/CLI.hpp>
-
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <string>
 
+#include "cli_util.hpp"
 #include "commands.hpp"
+#include "lowbit/io.hpp"
 
 #ifndef LOWBIT_VERSION
 #define LOWBIT_VERSION "0.0.0"
@@ -23,9 +26,20 @@ namespace {
 // asked for what reproduces it.
 int internal_error(const char* what) {
   std::fflush(stdout);
-  std::cerr << "lowbit: internal error: " << what
+  std::cerr << "lowbit: internal error: " << lowbit::echo_text(what, lowbit::cli::max_message_bytes)
             << "\nlowbit: this is a bug in lowbit " LOWBIT_VERSION
                "; please report it with the command line and the input that caused it\n";
+  return 2;
+}
+
+// Standard output is an output like any file: a write that failed (a full disk, /dev/full, a closed
+// descriptor) is an error, exit 2, even when the command itself succeeded.
+int finish(int code) {
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || !std::cout;
+  if (!failed) return code;
+  const int e = errno;
+  std::cerr << "lowbit: standard output: write failed" << (e != 0 ? std::string(": ") + std::strerror(e) : "")
+            << "\n";
   return 2;
 }
 
@@ -41,6 +55,9 @@ int main(int argc, char** argv) {
                    C::add_gemm, C::add_quantize, C::add_verify_checkpoint, C::add_vectors, C::add_report,
                    C::add_merge})
     add(app);
+  // The commands that read files or stdin take --max-bytes (cli_util.hpp).
+  for (const char* reads : {"gemm", "quantize", "dequantize", "verify-checkpoint", "check", "report", "merge"})
+    C::add_max_bytes(app.get_subcommand(reads));
 
   // CLI11 reports a stray word as "a subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
@@ -48,7 +65,8 @@ int main(int argc, char** argv) {
     for (const CLI::App* sub : app.get_subcommands({}))
       if (sub->check_name(argv[1])) known = true;
     if (!known) {
-      std::cerr << "lowbit: unknown subcommand '" << argv[1] << "' (see lowbit --help)\n";
+      lowbit::cli::print_error(std::string("unknown subcommand '") + lowbit::echo_text(argv[1]) +
+                               "' (see lowbit --help)");
       return 2;
     }
   }
@@ -56,16 +74,20 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {
-    return e.get_exit_code();
+    return finish(e.get_exit_code());
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
-    std::cerr << "lowbit: " << e.what() << "\n";
+    if (e.get_exit_code() == 0) return finish(app.exit(e));
+    lowbit::cli::print_error(e.what());
+    return 2;
+  } catch (const lowbit::io::FileError& e) {
+    // A file error no subcommand worded: it names the file (and the byte) itself.
+    std::fflush(stdout);
+    lowbit::cli::print_error(e.what());
     return 2;
   } catch (const std::exception& e) {
     return internal_error(e.what());
   } catch (...) {
     return internal_error("an exception of unknown type");
   }
-  std::fflush(stdout);
-  return 0;
+  return finish(0);
 }

@@ -44,14 +44,24 @@ struct DequantizeOptions {
   bool exact = false;
 };
 
-// Parse "R,C" or "N".
+// Parse "R,C" or "N", each in full: decimal digits only (no sign, no trailing junk, no third dimension),
+// each side at most INT_MAX.
 std::pair<int, int> parse_shape(const std::string& s, std::size_t count) {
-  if (s.empty()) return {1, static_cast<int>(count)};
+  if (s.empty()) {
+    if (count > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      throw InputError("--in: " + std::to_string(count) + " values are more than a row can hold");
+    return {1, static_cast<int>(count)};
+  }
+  const auto side = [&](const std::string& t) {
+    if (t.empty() || t.size() > 10 || t.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoll(t) > std::numeric_limits<int>::max())
+      throw InputError("--shape: '" + s + "' is not R,C or N (whole numbers up to " +
+                       std::to_string(std::numeric_limits<int>::max()) + ")");
+    return static_cast<int>(std::stoll(t));
+  };
   const auto comma = s.find(',');
-  try {
-    if (comma == std::string::npos) return {1, std::stoi(s)};
-    return {std::stoi(s.substr(0, comma)), std::stoi(s.substr(comma + 1))};
-  } catch (...) { throw InputError("--shape: '" + s + "' is not R,C"); }
+  if (comma == std::string::npos) return {1, side(s)};
+  return {side(s.substr(0, comma)), side(s.substr(comma + 1))};
 }
 
 std::vector<float> read_values(const std::string& text, const Format& in_format) {
@@ -79,11 +89,11 @@ json hex_list(const std::vector<Code>& v, const Format& f) {
 S::DelayedState read_state(const std::string& path) {
   S::DelayedState st;
   if (path.empty()) return st;
-  std::ifstream probe(path);
-  if (!probe) return st;  // a new state file
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return st;  // a new state file (no open: a FIFO would block)
   json j;
   try {
-    j = json::parse(read_all(path, "--state"));
+    j = parse_json(read_all(path, "--state"), "--state");
   } catch (const json::parse_error& e) {
     throw InputError("--state: '" + path + "': malformed JSON at byte " + std::to_string(e.byte));
   } catch (const json::exception& e) {  // a number too large for a double (out_of_range.406)
@@ -220,15 +230,15 @@ void run_quantize_text(const QuantizeOptions& o) {
     const json sj = state_json(st);
     out["amax_history"] = sj["history"];
     out["scale"] = sj["scale"];
-    if (!o.state.empty()) write_all(o.state, sj.dump(1) + "\n", "--state");
+    if (!o.state.empty()) write_all(o.state, sj.dump(1) + "\n", "--state", {o.in});
   }
-  write_all(o.out, out.dump() + "\n", "--out");
+  write_all(o.out, out.dump() + "\n", "--out", {o.in, o.state});
 }
 
 void run_dequantize_text(const DequantizeOptions& o) {
   json j;
   try {
-    j = json::parse(read_all(o.in, "--in"));
+    j = parse_json(read_all(o.in, "--in"), "--in");
   } catch (const json::parse_error& e) { throw InputError("--in: malformed JSON at byte " + std::to_string(e.byte)); }
   catch (const json::exception& e) { throw InputError(std::string("--in: malformed JSON: ") + e.what()); }
   if (!j.is_object()) throw InputError("--in: expected the JSON object that quantize writes");
@@ -237,21 +247,23 @@ void run_dequantize_text(const DequantizeOptions& o) {
     return j.at(key);
   };
   S::Quantized q;
-  const std::string scheme = need("scheme").get<std::string>();
+  const std::string scheme = json_string(need("scheme"), "--in: \"scheme\"");
   const auto sc = parse<S::Scheme>(scheme == "block1x128" || scheme == "block128x128" ? "block" : scheme);
   if (!sc) throw InputError("--in: unknown scheme '" + scheme + "'");
   q.scheme = *sc;
-  q.element = find_format(need("element").get<std::string>());
+  q.element = find_format(json_string(need("element"), "--in: \"element\""));
   if (!q.element) throw InputError("--in: unknown element format");
   if (q.element->storage_bits() > 8)
     throw InputError(std::string("--in: \"element\" must be a format of at most 8 bits, not ") + q.element->name);
   const json& shape = need("shape");
   if (!shape.is_array() || shape.empty() || shape.size() > 2) throw InputError("--in: \"shape\" must be [N] or [R, C]");
-  q.rows = shape.size() == 2 ? shape[0].get<int>() : 1;
-  q.cols = shape.back().get<int>();
+  constexpr int int_max = std::numeric_limits<int>::max();
+  q.rows = shape.size() == 2 ? json_int(shape[0], "--in: \"shape\"[0]", 1, int_max) : 1;
+  q.cols = json_int(shape.back(), "--in: \"shape\"", 1, int_max);
   const json& block = need("block");
-  q.block_rows = block.at(0).get<int>();
-  q.block_cols = block.at(1).get<int>();
+  if (!block.is_array() || block.size() != 2) throw InputError("--in: \"block\" must be [R, C]");
+  q.block_rows = json_int(block[0], "--in: \"block\"[0]", 1, int_max);
+  q.block_cols = json_int(block[1], "--in: \"block\"[1]", 1, int_max);
   if (q.block_rows < 1 || q.block_cols < 1) throw InputError("--in: \"block\" must be positive");
   const bool transposed = j.value("axis", 1) == 0;
   if (transposed) std::swap(q.rows, q.cols);
@@ -306,7 +318,7 @@ void run_dequantize_text(const DequantizeOptions& o) {
       s += hex(std::bit_cast<std::uint32_t>(f), 8) + "\n";
     }
   }
-  write_all(o.out, s, "--out");
+  write_all(o.out, s, "--out", {o.in});
 }
 
 // ---- shared: recipe, packing, scale layouts -------------------------------------------------------
@@ -389,54 +401,19 @@ struct OutFile {
   std::vector<std::uint8_t> bytes;
 };
 
-// Write `files` into DIR as a whole: into a fresh sibling directory, then renamed into place.  An
-// existing DIR is replaced only when it is empty or a previous quantized directory (holds
-// quantized.json); on any failure nothing of the new output remains and DIR is as it was.
-void write_dir_atomic(const std::string& dir, const std::vector<OutFile>& files) {
-  const fs::path target = fs::path(dir).lexically_normal();
-  if (!target.has_filename() || target.filename() == "." || target.filename() == "..")
-    throw InputError("--out: '" + dir + "' is not a directory name");
-  std::error_code ec;
-  const bool exists = fs::exists(fs::symlink_status(target, ec));
-  if (exists) {
-    if (!fs::is_directory(fs::symlink_status(target, ec)))
-      throw InputError("--out: '" + dir + "' exists and is not a directory");
-    if (!fs::is_empty(target, ec) && !fs::exists(target / "quantized.json", ec))
-      throw InputError("--out: '" + dir + "' is a directory with other files (no quantized.json); not replacing it");
-  }
-  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  fs::path tmp;
-  for (int attempt = 0;; ++attempt) {
-    tmp = parent / ("." + target.filename().string() + ".tmp-lowbit-" + std::to_string(::getpid()) + "-" +
-                    std::to_string(attempt));
-    if (fs::create_directory(tmp, ec)) break;
-    if (ec || attempt > 100) throw InputError("--out: cannot create a directory beside '" + dir + "': " + ec.message());
-  }
+// Write `files` into DIR as a whole, by the one writer (lowbit/output.hpp): a new folder swapped in at the
+// end.  An existing DIR is replaced only when it is empty or a previous quantized folder (holds
+// quantized.json) that does not hold `input`; on any failure DIR is as it was.
+void write_dir_atomic(const std::string& dir, const std::vector<OutFile>& files, const std::string& input) {
   try {
+    io::FolderOutput out(dir, {.marker = "quantized.json", .inputs = {input}});
     for (const OutFile& f : files) {
-      const std::string path = (tmp / f.name).string();
       const std::span<const std::uint8_t> part(f.bytes);
-      io::write_file_atomic(path, std::span<const std::span<const std::uint8_t>>(&part, 1));
+      out.add(f.name, std::span<const std::span<const std::uint8_t>>(&part, 1));
     }
-    if (exists) {
-      const fs::path old = parent / ("." + target.filename().string() + ".old-lowbit-" + std::to_string(::getpid()));
-      fs::rename(target, old);
-      try {
-        fs::rename(tmp, target);
-      } catch (...) {
-        fs::rename(old, target, ec);
-        throw;
-      }
-      fs::remove_all(old, ec);
-    } else {
-      fs::rename(tmp, target);
-    }
-  } catch (const fs::filesystem_error& e) {
-    fs::remove_all(tmp, ec);
-    throw InputError("--out: cannot write '" + dir + "': " + e.code().message());
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
+    out.commit();
+  } catch (const io::FileError& e) {
+    throw InputError(std::string("--out: ") + e.what());
   }
 }
 
@@ -496,8 +473,9 @@ void run_quantize_files(const QuantizeOptions& o) {
   }
   const std::string text = out.dump(1) + "\n";
   files.push_back({"quantized.json", std::vector<std::uint8_t>(text.begin(), text.end())});
-  write_dir_atomic(o.out, files);
-  if (so.scheme == S::Scheme::delayed && !o.state.empty()) write_all(o.state, state_json(st).dump(1) + "\n", "--state");
+  write_dir_atomic(o.out, files, o.in);
+  if (so.scheme == S::Scheme::delayed && !o.state.empty())
+    write_all(o.state, state_json(st).dump(1) + "\n", "--state", {o.in});
 }
 
 // ---- checkpoint mode: A.safetensors -> B.safetensors ---------------------------------------------
@@ -555,7 +533,7 @@ void run_quantize_checkpoint(const QuantizeOptions& o) {
     meta[w + ".layout"] = name(*layout);
     meta[w + ".packing"] = name(packing);
   }
-  io::write_safetensors(o.out, out_tensors, meta);
+  io::write_safetensors(o.out, out_tensors, meta, io::OutputOptions{{o.in}});
 }
 
 void run_quantize(const QuantizeOptions& o) {
@@ -596,7 +574,7 @@ void run_dequantize_dir(const DequantizeOptions& o) {
     std::ostringstream ss;
     ss << in.rdbuf();
     try {
-      j = json::parse(ss.str());
+      j = parse_json(ss.str(), jpath);
     } catch (const json::parse_error& e) {
       throw io::FileError(jpath, "byte " + std::to_string(e.byte), "malformed JSON");
     } catch (const json::exception& e) {  // a number too large for a double (out_of_range.406)
@@ -726,7 +704,7 @@ void run_dequantize_dir(const DequantizeOptions& o) {
   const std::vector<double> v = S::dequantize(q);
   std::vector<float> f(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) f[i] = static_cast<float>(v[i]);  // exact product, one rounding
-  io::write_npy(o.out, io::Tensor::from_values<float>(io::DType::f32, shape, f));
+  io::write_npy(o.out, io::Tensor::from_values<float>(io::DType::f32, shape, f), io::OutputOptions{{o.in}});
 }
 
 void run_dequantize(const DequantizeOptions& o) {
@@ -749,8 +727,9 @@ void add_quantize(CLI::App& app) {
                 "tensor, delayed, channel, token, block1x128, block128x128, block, mx, nvfp4, nvfp4-2d, nvfp4-1level")
       ->required();
   q->add_option("--element", o->element, "Element format (default e4m3; e2m1 for NVFP4)");
-  q->add_option("--block", o->block, "Block length along the axis (mx 32, block 128, nvfp4 16)");
-  q->add_option("--axis", o->axis, "Axis the blocks run along: 1 (last, default) or 0");
+  q->add_option("--block", o->block, "Block length along the axis (mx 32, block 128, nvfp4 16)")
+      ->check(whole_number(1, scale::max_block_side));
+  q->add_option("--axis", o->axis, "Axis the blocks run along: 1 (last, default) or 0")->check(whole_number(0, 1));
   q->add_option("--direction", o->direction, "row (default), col (the transpose, own scales) or both");
   q->add_option("--scale-rule", o->scale_rule, "MX scale rule: floor (default), ceil, even, rceil, rne");
   q->add_option("--scale-format", o->scale_format, "f32 (default), pow2, ue8m0-packed");
@@ -761,8 +740,9 @@ void add_quantize(CLI::App& app) {
   q->add_option("--zero-scale", o->zero_scale, "NVFP4 zero block scale: kernel (FLT_MAX, default) or reference (0)");
   q->add_option("--profile", o->profile, "Profile for element rounding and scheme defaults (te: rceil, pow2)");
   q->add_option("--rounding", o->rounding, "Element rounding (default rne)");
-  q->add_option("--sr-bits", o->sr_bits, "Random bits per element for sr-a/sr-b/sr-c");
-  q->add_option("--sr-seed", o->sr_seed, "Draw the random bits from Philox4x32-10 with this seed");
+  q->add_option("--sr-bits", o->sr_bits, "Random bits per element for sr-a/sr-b/sr-c")->check(whole_number(1, 32));
+  q->add_option("--sr-seed", o->sr_seed, "Draw the random bits from Philox4x32-10 with this seed")
+      ->check(whole_number(0, std::numeric_limits<long long>::max()));
   q->add_option("--sr-bits-file", o->sr_bits_file, "One 0x hex random value per element");
   q->add_flag("--hadamard", o->hadamard, "NVFP4: apply the 16x16 random Hadamard transform first");
   q->add_option("--state", o->state, "Delayed scaling: read and write the amax history (JSON)");

@@ -610,6 +610,34 @@ json profile_section() {
 // gpu, binaries (exit, seconds), tests (binary, suite, name, result, seconds, failures, properties),
 // benchmarks (each benchmark's own JSON), missing.  Read generically: the latest three runs by date.
 
+// A device-check report's fields hold the JSON types device-check writes; another type (a number where the
+// date belongs, a test that is not an object) is a damaged report, exit 2 naming the file and the field,
+// never an exception in the middle of the report.
+void check_device_run_types(const std::string& file, const json& j) {
+  auto type_of = [](const json& v) { return std::string(v.type_name()); };
+  auto need = [&](const json& obj, const char* key, bool (json::*is)() const noexcept, const char* want,
+                  const std::string& where) {
+    if (obj.contains(key) && !(obj.at(key).*is)())
+      throw InputError("--device-runs: '" + file + "': field \"" + where + key + "\" is a " + type_of(obj.at(key)) +
+                       " where " + want + " belongs");
+  };
+  need(j, "date", &json::is_string, "a string", "");
+  need(j, "gpu", &json::is_object, "an object", "");
+  need(j, "binaries", &json::is_object, "an object", "");
+  need(j, "benchmarks", &json::is_object, "an object", "");
+  need(j, "missing", &json::is_array, "an array", "");
+  need(j, "tests", &json::is_array, "an array", "");
+  if (!j.contains("tests")) return;
+  for (const json& t : j.at("tests")) {
+    if (!t.is_object())
+      throw InputError("--device-runs: '" + file + "': an entry of \"tests\" is a " + type_of(t) +
+                       " where an object belongs");
+    for (const char* key : {"binary", "suite", "name", "result"})
+      need(t, key, &json::is_string, "a string", "tests[].");
+    need(t, "failures", &json::is_array, "an array", "tests[].");
+  }
+}
+
 json hardware_section(const std::string& dir) {
   json runs = json::array();
   std::error_code ec;
@@ -622,11 +650,14 @@ json hardware_section(const std::string& dir) {
   for (const fs::path& p : files) {
     json j;
     try {
-      j = json::parse(read_all(p.string(), "--device-runs"));
+      j = parse_json(read_all(p.string(), "--device-runs"), "--device-runs: '" + p.string() + "'");
     } catch (const json::exception&) {
       continue;  // not a report of device-check
     }
-    if (!j.is_object() || j.value("schema", "") != "lowbit-device-check/1") continue;
+    if (!j.is_object() || !j.contains("schema") || !j.at("schema").is_string() ||
+        j.at("schema").get<std::string>() != "lowbit-device-check/1")
+      continue;
+    check_device_run_types(p.string(), j);
     found.emplace_back(j.value("date", ""), j);
     found.back().second["file"] = p.filename().string();
   }
@@ -751,25 +782,7 @@ int run_renderer(const std::string& script, const std::string& report) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-void write_file(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp." + std::to_string(getpid()));
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.flush();
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw InputError("--out: cannot write '" + tmp.string() + "'");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw InputError("--out: cannot write '" + path.string() + "': " + ec.message());
-  }
-}
+void write_file(const fs::path& path, const std::string& text) { write_all(path.string(), text, "--out"); }
 
 void run_report(const ReportOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -777,9 +790,20 @@ void run_report(const ReportOptions& o) {
   const fs::path dir(o.out);
   std::error_code ec;
   if (o.out.empty()) throw InputError("--out: empty directory name");
-  fs::create_directories(dir, ec);
-  if (!fs::is_directory(dir, ec)) throw InputError("--out: cannot create directory '" + o.out + "'");
-  if (access(dir.c_str(), W_OK) != 0) throw InputError("--out: directory '" + o.out + "' is not writable");
+  // The folder is created only when the report is written: a run that stops on a bad input (a damaged
+  // --device-runs file, an unreadable --input) leaves no empty folder behind.  Here: it exists and is
+  // writable, or the nearest folder above it that exists is.
+  if (fs::exists(fs::symlink_status(dir, ec))) {
+    if (!fs::is_directory(dir, ec)) throw InputError("--out: '" + o.out + "' is not a directory");
+    if (access(dir.c_str(), W_OK) != 0) throw InputError("--out: directory '" + o.out + "' is not writable");
+  } else {
+    fs::path above = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
+    while (!above.empty() && !fs::exists(fs::symlink_status(above, ec))) above = above.parent_path();
+    if (above.empty()) above = ".";
+    if (!fs::is_directory(above, ec) || access(above.c_str(), W_OK) != 0)
+      throw InputError("--out: cannot create directory '" + o.out + "' ('" + above.string() +
+                       "' is not a writable folder)");
+  }
   if (!o.device_runs.empty() && o.device_runs != "reports/device" && !fs::is_directory(o.device_runs, ec))
     throw InputError("--device-runs: '" + o.device_runs + "' is not a directory");
   for (const std::string& name : o.sections)
@@ -936,6 +960,8 @@ void run_report(const ReportOptions& o) {
   report["hardware_runs"] = wanted("hardware") ? hardware_section(o.device_runs) : json::array();
   report["run"] = {{"date_utc", now_utc()}, {"seconds", std::round(seconds_since(t0) * 10) / 10}};
 
+  fs::create_directories(dir, ec);
+  if (!fs::is_directory(dir, ec)) throw InputError("--out: cannot create directory '" + o.out + "': " + ec.message());
   const fs::path json_path = dir / "report.json";
   write_file(json_path, report.dump(1) + "\n");
   std::cout << "report: " << json_path.string() << "\n";

@@ -146,7 +146,9 @@ int run_check(const VectorsOptions& o) {
   }
   if (!damage.empty()) {
     std::cout.flush();
-    for (const std::string& d : damage) std::cerr << "lowbit: golden set damaged: " << d << "\n";
+    // A damage line names files and fields of the suite: escaped and bounded (text.hpp echo_text).
+    for (const std::string& d : damage)
+      std::cerr << "lowbit: golden set damaged: " << lowbit::echo_text(d, 1024) << "\n";
     return 2;
   }
   {
@@ -180,11 +182,12 @@ int run_check(const VectorsOptions& o) {
     }
     try {
       reports.push_back(
-          V::compare(golden[i], V::folder_reader(pairs[i].second), skip, std::max<std::size_t>(report_lines, 1)));
+          V::compare(golden[i], V::folder_reader(pairs[i].second, "results file "), skip, std::max<std::size_t>(report_lines, 1)));
     } catch (const json::exception& e) {
       // A manifest whose checksum holds but whose content the checker cannot use is a damaged set.
       std::cout.flush();
-      std::cerr << "lowbit: golden set damaged: " << pairs[i].first << "/manifest.json: " << e.what() << "\n";
+      std::cerr << "lowbit: golden set damaged: " << lowbit::echo_text(pairs[i].first)
+                << "/manifest.json: " << lowbit::echo_text(e.what(), 1024) << "\n";
       return 2;
     }
   }
@@ -288,7 +291,7 @@ void add_vectors(CLI::App& app) {
   auto* gen = v->add_subcommand("generate", "Write a suite into a new folder");
   gen->add_option("--suite", o->suite, "Suite name (see `lowbit vectors list`)")->required();
   gen->add_option("--out", o->out, "Folder to create (it must not exist, or be empty)")->required();
-  gen->add_option("--seed", o->seed, "Seed of the random cases (default 1)");
+  gen->add_option("--seed", o->seed, "Seed of the random cases (default 1)")->check(whole_number(0, LLONG_MAX));
   auto* gen_shard = gen->add_option(
       "--shard", o->shard, "Write only part I of N of the suite's files or cases, for lowbit merge (1 <= I <= N)");
   auto* gen_shape = gen->add_option("--shape", o->shape, "On demand, never committed: gemm-* suites at MxNxK[,...], scheme-* suites at RxC[,...]; without a value the "
@@ -323,7 +326,7 @@ void add_vectors(CLI::App& app) {
       "exit 0, 1 or 2 as check (2 also for a broken plugin table)");
   gate->add_option("--plugin", o->plugin, "The subject: a shared library exporting lowbit_plugin_entry")->required();
   gate->add_option("--suite", o->suites, "Suites to run (repeatable; default: every committed suite)");
-  gate->add_option("--seed", o->seed, "Seed of the random cases (default 1)");
+  gate->add_option("--seed", o->seed, "Seed of the random cases (default 1)")->check(whole_number(0, LLONG_MAX));
   add_report_options(gate, o);
   gate->add_option("--timeout", o->timeout,
                    "Seconds each call of the plugin may take before it is killed and reported (default 60)");

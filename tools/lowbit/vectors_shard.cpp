@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli_util.hpp"
+#include "lowbit/output.hpp"
 #include "lowbit/sha256.hpp"
 
 namespace lowbit::vectors {
@@ -196,28 +197,13 @@ void write_suite_shard(const Suite& whole, checks::Shard shard, const std::strin
   doc["manifest"] = ordered_json::parse(whole.manifest.dump());
   doc["files"] = files;
 
-  // Everything under a temporary folder beside the target, renamed into place at the end.
-  const fs::path target = fs::absolute(fs::path(dir)).lexically_normal();
-  const fs::path tmp = target.parent_path() / (target.filename().string() + ".tmp-lowbit");
-  fs::remove_all(tmp, ec);
+  // Everything into a new folder, swapped in whole at the end (lowbit/output.hpp).
   try {
-    fs::create_directories(tmp);
-    for (const File& f : part.files) {
-      const fs::path p = tmp / "files" / f.path;
-      fs::create_directories(p.parent_path());
-      std::ofstream out(p, std::ios::binary | std::ios::trunc);
-      out.write(f.bytes.data(), static_cast<std::streamsize>(f.bytes.size()));
-      if (!out) throw cli::InputError("--out: cannot write '" + (target / "files" / f.path).string() + "'");
-    }
-    checks::write_shard(tmp, doc);
-    if (fs::exists(target, ec)) fs::remove(target);
-    fs::rename(tmp, target);
-  } catch (const fs::filesystem_error& e) {
-    fs::remove_all(tmp, ec);
-    throw cli::InputError("--out: cannot write '" + dir + "': " + e.code().message());
-  } catch (const std::runtime_error& e) {
-    fs::remove_all(tmp, ec);
-    if (dynamic_cast<const cli::InputError*>(&e)) throw;
+    io::FolderOutput out(dir, {});
+    for (const File& f : part.files) out.add("files/" + f.path, f.bytes);
+    checks::write_shard(out, doc);
+    out.commit();
+  } catch (const io::FileError& e) {
     throw cli::InputError(std::string("--out: ") + e.what());
   }
 }

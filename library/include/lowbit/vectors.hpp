@@ -172,7 +172,8 @@ nlohmann::ordered_json report_json(const std::vector<SuiteReport>& reports, cons
                                    const std::string& subject, std::size_t max_report, const Requirements& req);
 
 // Reading and writing folders.
-Reader folder_reader(const std::string& dir);
+// `what` starts each message ("results file " for a subject's results).
+Reader folder_reader(const std::string& dir, const std::string& what = "");
 // Write a suite into `dir` (created; an existing non-empty folder is an error): every file is written
 // under a temporary folder beside it, which is renamed into place at the end.
 void write_suite(const Suite& s, const std::string& dir);

@@ -26,9 +26,10 @@
 //    fault.  Sizes declared by a header are checked against the real file size before anything is
 //    allocated.  Caller mistakes (a byte count that does not match the shape) are
 //    std::invalid_argument.
-//  * Writes are atomic: the file is written under a temporary name in the destination directory and
-//    renamed into place; on any failure the temporary is removed and an existing file of that name
-//    is left untouched.
+//  * Writes go through the one writer (lowbit/output.hpp): a temporary created exclusively beside the
+//    target, every write and fsync checked, renamed into place last; a link, device or FIFO as the
+//    target, or a target that is one of `options.inputs`, is refused; on any failure an existing file of
+//    that name is left untouched.
 #pragma once
 
 #include <cstddef>
@@ -42,6 +43,8 @@
 #include <string_view>
 #include <type_traits>
 #include <vector>
+
+#include "lowbit/output.hpp"
 
 namespace lowbit::io {
 
@@ -136,6 +139,16 @@ struct Tensor {
   void check_width(std::size_t bytes_per_element) const;
 };
 
+// ---- bounds on inputs ------------------------------------------------------------------------
+
+// The largest file read_npy and read_safetensors accept: 4 GiB per input by default.  The data a file
+// declares is checked against the file's real size before anything is allocated; a file that really is
+// that large (a sparse file with a 40 GB hole reads as 40 GB of zeros) is refused by this bound instead of
+// being allocated in full.  Raised or lowered for the whole process with set_max_input_bytes.
+inline constexpr std::uint64_t default_max_input_bytes = std::uint64_t{4} << 30;
+std::uint64_t max_input_bytes();
+void set_max_input_bytes(std::uint64_t bytes);
+
 // ---- .npy ------------------------------------------------------------------------------------
 
 struct NpyArray : Tensor {
@@ -157,8 +170,8 @@ NpyArray parse_npy(std::span<const std::uint8_t> file, const std::string& name);
 // std::invalid_argument when .npy cannot hold `dtype` or `bytes` does not match the shape;
 // FileError when the file cannot be written.
 void write_npy(const std::string& path, DType dtype, std::span<const std::uint64_t> shape,
-               std::span<const std::uint8_t> bytes);
-void write_npy(const std::string& path, const Tensor& tensor);
+               std::span<const std::uint8_t> bytes, const OutputOptions& options = {});
+void write_npy(const std::string& path, const Tensor& tensor, const OutputOptions& options = {});
 // The bytes write_npy would write.
 std::vector<std::uint8_t> encode_npy(DType dtype, std::span<const std::uint64_t> shape,
                                      std::span<const std::uint8_t> bytes);
@@ -192,13 +205,10 @@ Safetensors parse_safetensors(std::span<const std::uint8_t> file, const std::str
 // whose bytes do not match its shape, or a tensor named "__metadata__"; FileError when the file
 // cannot be written.
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
-                       const std::map<std::string, std::string>& metadata = {});
+                       const std::map<std::string, std::string>& metadata = {},
+                       const OutputOptions& options = {});
 // The bytes write_safetensors would write.
 std::vector<std::uint8_t> encode_safetensors(const std::map<std::string, Tensor>& tensors,
                                              const std::map<std::string, std::string>& metadata = {});
-
-// Writes `parts`, concatenated, to `path` atomically (temporary file in the same directory, then
-// rename).  On failure removes the temporary and throws FileError; an existing file is untouched.
-void write_file_atomic(const std::string& path, std::span<const std::span<const std::uint8_t>> parts);
 
 }  // namespace lowbit::io

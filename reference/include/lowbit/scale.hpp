@@ -422,6 +422,14 @@ struct Options {
   Policy element_policy{.rounding = Rounding::rne, .overflow = Overflow::satfinite};
 };
 
+// The longest block side a request may choose (2^20 elements): far beyond any scheme's block (MX 32, NVFP4
+// 16, TE's 128), and small enough that an index plus a block never overflows an int for any tensor the
+// readers accept.
+inline constexpr int max_block_side = 1 << 20;
+
+// ceil(n / d) for n >= 0, d >= 1, without the overflow of (n + d - 1) / d.
+constexpr int ceil_div(int n, int d) { return n / d + (n % d != 0 ? 1 : 0); }
+
 // What a caller asks for: the options it names, and no others (an option left empty takes the scheme's
 // default; one the scheme does not take is refused even at its default value).
 struct Request {
@@ -486,8 +494,8 @@ struct Quantized {
   std::vector<std::uint64_t> scales;          // decode scales in block order (row-major over blocks)
   std::optional<std::uint32_t> tensor_scale;  // NVFP4 S_dec (f32 bits)
   std::vector<std::uint32_t> packed_scales;   // ue8m0-packed: four codes per word, the first in bits 7:0
-  int scale_rows() const { return (rows + block_rows - 1) / block_rows; }
-  int scale_cols() const { return (cols + block_cols - 1) / block_cols; }
+  int scale_rows() const { return ceil_div(rows, block_rows); }
+  int scale_cols() const { return ceil_div(cols, block_cols); }
 };
 
 // Quantize rowwise (blocks along each row): the streaming SIMD path.  `rbits` supplies one random value

@@ -40,4 +40,18 @@ std::string policy_text(const Policy& p);
 // "[a, b, c]".
 std::string shape_text(const std::vector<std::uint64_t>& shape);
 
+// Text taken from an input (a bad line, a suite or case name, a manifest field, a parser's message), made
+// safe to echo in a message: control characters are escaped, so that a file cannot move the cursor, change
+// the terminal's colours or forge a line of a report ("\n", "\r", "\t", "\0", other C0 bytes, DEL, the
+// C1 controls and bytes that are not UTF-8 as "\xHH"; the line and paragraph separators and the
+// bidirectional controls as "\u{HHHH}"), and at most `max_bytes` bytes of it are shown: a longer text is
+// cut at a character boundary and followed by "... (N bytes in all, the first M shown)".
+inline constexpr std::size_t echo_max_bytes = 96;
+std::string echo_text(std::string_view s, std::size_t max_bytes = echo_max_bytes);
+
+// The part of `text` around byte `offset` (0-based), made safe as echo_text makes it and preceded by the
+// position: "byte 12345: ...xyz..." with at most `max_bytes` bytes shown, about half of them before the
+// offset.  For a message about a large input (a JSON document, a header) that points into it.
+std::string echo_at(std::string_view text, std::size_t offset, std::size_t max_bytes = echo_max_bytes);
+
 }  // namespace lowbit
