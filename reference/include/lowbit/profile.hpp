@@ -52,15 +52,15 @@ struct Profile {
   const char* name;
   const char* description;
   const char* version;  // the implementation's version whose behaviour the profile reproduces
-  Quirks quirks;
-  ModeMask subnormal_modes;  // allowed Subnormals values (bit i = enum value i)
-  bool tininess_choice;      // whether --tininess before is meaningful for it
-  bool int8_sign_magnitude;  // int8 elements are sign-magnitude (microxcaling)
+  Quirks quirks = {};
+  ModeMask subnormal_modes = 0;       // allowed Subnormals values (bit i = enum value i)
+  bool tininess_choice = false;       // whether --tininess before is meaningful for it
+  bool int8_sign_magnitude = false;   // int8 elements are sign-magnitude (microxcaling)
   // Targets the implementation has.  When `any_target` is true, targets without a rule use
   // `fallback`; otherwise they are an error.
-  std::span<const TargetRule> targets;
-  bool any_target;
-  TargetRule fallback;
+  std::span<const TargetRule> targets = {};
+  bool any_target = false;
+  TargetRule fallback = {};
 };
 
 std::span<const Profile> profiles();
