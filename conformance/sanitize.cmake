@@ -12,9 +12,11 @@ foreach(_bin test_io test_pack lowbit_unit_test test_scale test_gemm)
     set_tests_properties(sanitize.${_bin} PROPERTIES LABELS sanitize TIMEOUT 900)
   endif()
 endforeach()
-# The command-line error cases, through the sanitized `lowbit`.
+# The command-line error cases, through the sanitized `lowbit` (LOWBIT_SANITIZED: the memory-limit cases
+# bound allocations through ASan's options, since an address-space limit cannot hold an ASan process).
 foreach(_t cli_contract malformed_cli)
   if(TEST ${_t})
     set_property(TEST ${_t} APPEND PROPERTY LABELS sanitize)
+    set_property(TEST ${_t} APPEND PROPERTY ENVIRONMENT LOWBIT_SANITIZED=1)
   endif()
 endforeach()

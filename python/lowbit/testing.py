@@ -161,7 +161,8 @@ def _suite_names(suites: Any) -> list:
 
 
 def gate(subject: Any, suites: Any = None, *, require: Any = (), min_cases: int = 1, seed: int = 1,
-         max_report: int = 10, junit: Any = None, json: Any = None, check: bool = True) -> GateResult:
+         max_report: int = 10, junit: Any = None, json: Any = None, check: bool = True, shape: Any = None,
+         layout: Any = None) -> GateResult:
     """Run golden suites through a Python subject and compare its results bit for bit, as ``lowbit gate``.
 
     `subject` is any object with some of these methods (the plugin ABI of include/lowbit/plugin.h in Python);
@@ -183,6 +184,10 @@ def gate(subject: Any, suites: Any = None, *, require: Any = (), min_cases: int 
     `min_cases` cases are compared, or a suite matching a `require` glob compares none (a glob matching no
     suite of the run is a ValueError).  The subject runs in this process, with the interpreter's lock held;
     the worker-process isolation of ``lowbit gate --plugin`` is for shared libraries.
+
+    `shape` / `layout`: the named suites at the kernel's own shapes, as ``lowbit gate --shape --layout``
+    makes them (lowbit.vectors.generate says how they are spelt); the GEMM layout reaches the subject as
+    the recipe's "layout" and the arrays' shapes.
 
     `junit` / `json`: files to write the JUnit XML and the JSON report to (before any failure is raised).
     With `check` (the default) a failing run raises GateFailure, an AssertionError whose message is the
@@ -217,8 +222,12 @@ def gate(subject: Any, suites: Any = None, *, require: Any = (), min_cases: int 
     if not adapter.entries:
         raise TypeError(f"subject: {type(subject).__name__} has none of convert, quantize, gemm")
     name = getattr(subject, "name", None) or type(subject).__name__
+    from .vectors import _shape_options
+    shape, layout = _shape_options(shape, layout)
+    if (shape is not None or layout is not None) and suites is None:
+        raise ValueError("shape: name the suites to make at these shapes (suites=...)")
     reports = _lowbit.run_gate(str(name), adapter, adapter.entries, names, int(seed), require, int(min_cases),
-                               int(max_report))
+                               int(max_report), shape, layout)
     result = GateResult(reports, int(max_report))
     if junit is not None:
         result.write_junit(junit)

@@ -76,9 +76,28 @@ def suites() -> List[SuiteInfo]:
     return [SuiteInfo(n, d, c) for n, d, c in _lowbit.vector_suites()]
 
 
-def generate(suite: str, out: "os.PathLike[str] | str", *, seed: int = 1) -> None:
+def _shape_options(shape: Any, layout: Any) -> "tuple[Optional[str], Optional[str]]":
+    """`shape` / `layout` as the command line's --shape / --layout texts: shape=True is --shape without a
+    value (the default shapes), a str the value itself; None leaves the option out."""
+    if shape is True:
+        shape = ""
+    elif shape is False:
+        shape = None
+    if shape is not None and not isinstance(shape, str):
+        raise TypeError(f"shape: expected 'MxNxK[,...]' or 'RxC[,...]' (str) or True, not {type(shape).__name__}")
+    if layout is not None and not isinstance(layout, str):
+        raise TypeError(f"layout: expected one of nn, nt, tn, tt (str), not {type(layout).__name__}")
+    return shape, layout
+
+
+def generate(suite: str, out: "os.PathLike[str] | str", *, seed: int = 1, shape: Any = None,
+             layout: Optional[str] = None) -> None:
     """Write golden suite `suite` into the new folder `out`, byte for byte what ``lowbit vectors generate
-    --suite SUITE --out OUT --seed SEED`` writes (the same library code).
+    --suite SUITE --out OUT --seed SEED [--shape SHAPE] [--layout LAYOUT]`` writes (the same library code).
+
+    `shape` and `layout` make the on-demand suites of vectors/SPEC.md ("On-demand shapes and layouts"):
+    GEMM suites at ``"MxNxK[,...]"`` with `layout` nn, nt, tn or tt (A's then B's storage), scheme suites at
+    ``"RxC[,...]"``; ``shape=True`` gives the default shapes.  A bad value is a ValueError naming it.
 
     `out` must not exist or be an empty folder; the suite is written beside it and renamed into place, so a
     failure leaves nothing behind.  ValueError names `suite` (an unknown name), `seed` or `out`.
@@ -94,7 +113,8 @@ def generate(suite: str, out: "os.PathLike[str] | str", *, seed: int = 1) -> Non
         raise TypeError(f"suite: expected a suite name (str), not {type(suite).__name__}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**64:
         raise ValueError(f"seed: {seed!r} is not a non-negative 64-bit integer")
-    _lowbit.write_suite(suite, os.fspath(out), int(seed))
+    shape, layout = _shape_options(shape, layout)
+    _lowbit.write_suite(suite, os.fspath(out), int(seed), shape, layout)
 
 
 def _npy(bytes_: bytes, entry: Dict[str, Any]) -> np.ndarray:

@@ -38,10 +38,12 @@ struct GateReports {
   std::string subject;
 };
 
-// A suite generated at `seed` (and, once given, the on-demand shape options), ValueError naming `suite`.
-V::Suite generate_suite(const std::string& name, std::uint64_t seed) {
+// A suite generated at `seed` with the on-demand shape options (`lowbit vectors generate --shape / --layout`:
+// a shape of "" asks for the default shapes); ValueError naming `suite`, `shape` or `layout`.
+V::Suite generate_suite(const std::string& name, std::uint64_t seed, const std::optional<std::string>& shape,
+                        const std::optional<std::string>& layout) {
   try {
-    return V::generate(name, seed);
+    return V::generate(name, seed, V::ShapeRequest{shape, layout});
   } catch (const ArgumentError& e) {
     value_error(e.argument, e.what());
   } catch (const std::invalid_argument& e) {
@@ -49,8 +51,9 @@ V::Suite generate_suite(const std::string& name, std::uint64_t seed) {
   }
 }
 
-void write_suite(const std::string& name, const std::string& out, std::uint64_t seed) {
-  const V::Suite s = generate_suite(name, seed);
+void write_suite(const std::string& name, const std::string& out, std::uint64_t seed,
+                 const std::optional<std::string>& shape, const std::optional<std::string>& layout) {
+  const V::Suite s = generate_suite(name, seed, shape, layout);
   try {
     V::write_suite(s, out);
   } catch (const std::exception& e) {
@@ -191,13 +194,14 @@ gate::Subject python_subject(const std::string& name, nb::object adapter, std::v
 
 GateReports run_gate(const std::string& name, nb::object adapter, std::vector<std::string> entries,
                      const std::vector<std::string>& suites, std::uint64_t seed, const std::vector<std::string>& require,
-                     std::uint64_t min_cases, std::size_t max_details) {
+                     std::uint64_t min_cases, std::size_t max_details, const std::optional<std::string>& shape,
+                     const std::optional<std::string>& layout) {
   if (min_cases < 1) value_error("min_cases", "must be a positive integer");
   GateReports r;
   r.req = {require, min_cases};
   r.subject = name;
   std::vector<V::Suite> generated;
-  for (const std::string& n : suites) generated.push_back(generate_suite(n, seed));
+  for (const std::string& n : suites) generated.push_back(generate_suite(n, seed, shape, layout));
   const std::vector<std::string> unmatched = V::unmatched_requirements(r.req, suites);
   if (!unmatched.empty()) value_error("require", "'" + unmatched.front() + "' matches no suite of this run");
   const gate::Subject subject = python_subject(name, std::move(adapter), std::move(entries));
@@ -215,7 +219,8 @@ void bind_vectors(nb::module_& m) {
     return out;
   });
   m.def("vector_default_seed", [] { return V::default_seed; });
-  m.def("write_suite", &write_suite, nb::arg("suite"), nb::arg("out"), nb::arg("seed"));
+  m.def("write_suite", &write_suite, nb::arg("suite"), nb::arg("out"), nb::arg("seed"), nb::arg("shape").none(),
+        nb::arg("layout").none());
   m.def("load_suite", &load_suite, nb::arg("path"));
 
   nb::class_<GateReports>(m, "GateReports")
@@ -243,7 +248,8 @@ void bind_vectors(nb::module_& m) {
         return out;
       });
   m.def("run_gate", &run_gate, nb::arg("name"), nb::arg("adapter"), nb::arg("entries"), nb::arg("suites"),
-        nb::arg("seed"), nb::arg("require"), nb::arg("min_cases"), nb::arg("max_details"));
+        nb::arg("seed"), nb::arg("require"), nb::arg("min_cases"), nb::arg("max_details"), nb::arg("shape").none(),
+        nb::arg("layout").none());
 }
 
 }  // namespace lowbit::python

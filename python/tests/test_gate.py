@@ -147,3 +147,44 @@ def test_bad_arguments():
         gate(NumpyCast(), "no-such-suite")
     with pytest.raises(ValueError, match="suites: empty"):
         gate(NumpyCast(), [])
+
+
+class SequentialF32:
+    """The f32-sequential GEMM in numpy (acc = fl(acc + fl(a * b)) from C, in K order: vectors/SPEC.md),
+    reading A and B in the storage the recipe's layout names unless `ignore_layout`."""
+
+    def __init__(self, ignore_layout=False):
+        self.ignore_layout = ignore_layout
+        self.shapes = []
+
+    def gemm(self, a, b, recipe, c=None, **inputs):
+        layout = "nn" if self.ignore_layout else recipe.get("layout", "nn")
+        a = np.asarray(a, np.float32)
+        b = np.asarray(b, np.float32)
+        self.shapes.append((a.shape, b.shape, layout))
+        if layout[0] == "t":
+            a = a.T
+        if layout[1] == "t":
+            b = b.T
+        if a.shape[1] != b.shape[0]:
+            raise ValueError(f"A {a.shape} and B {b.shape} do not agree under layout {layout}")
+        acc = np.zeros((a.shape[0], b.shape[1]), np.float32) if c is None else np.array(c, np.float32)
+        for k in range(a.shape[1]):
+            acc = (acc + np.outer(a[:, k], b[k, :]).astype(np.float32)).astype(np.float32)
+        return acc
+
+
+def test_the_gate_at_kernel_shapes_and_an_nt_layout():
+    subject = SequentialF32()
+    result = gate(subject, "gemm-f32-sequential", shape="5x6x7,2x3x33", layout="nt", require="gemm-*")
+    assert result.passed and result.cases > 0
+    # Every case reached the subject in the nt storage: A [M, K], B [N, K].
+    assert {s for s in subject.shapes} == {((5, 7), (6, 7), "nt"), ((2, 33), (3, 33), "nt")}
+    # A subject that ignores the layout fails, each failure named.
+    text = str(gate(SequentialF32(ignore_layout=True), "gemm-f32-sequential", shape="5x6x7,2x3x33", layout="nt",
+                    check=False))
+    assert "FAILED" in text and "random-2x3x33" in text
+    with pytest.raises(ValueError, match="shape"):
+        gate(subject, None, shape="5x6x7")
+    with pytest.raises(ValueError, match="layout"):
+        gate(subject, "gemm-f32-sequential", shape="5x6x7", layout="nx")

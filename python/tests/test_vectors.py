@@ -73,3 +73,36 @@ def test_damaged_suite_and_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="seed"):
         lowbit.vectors.generate("scheme-tensor", tmp_path / "v", seed=-1)
     assert [s.name for s in lowbit.vectors.suites()][:1] == ["convert-ocp"]
+
+
+@pytest.mark.parametrize("suite,shape,layout", [("scheme-tensor", "4x40,3x17", None),
+                                                ("gemm-f32-sequential", "5x6x7,2x3x33", "nt"),
+                                                ("gemm-exact", "4x4x9", "tn")])
+def test_generate_at_kernel_shapes_writes_the_command_lines_bytes(tmp_path, suite, shape, layout):
+    lowbit.vectors.generate(suite, tmp_path / "module", shape=shape, layout=layout)
+    args = ["vectors", "generate", "--suite", suite, "--out", tmp_path / "cli", "--shape", shape]
+    cli(*args, *(["--layout", layout] if layout else []))
+    module = tree(tmp_path / "module")
+    assert module == tree(tmp_path / "cli")
+    # The shapes reach the files: the first case's input has the first shape's rows and columns.
+    first = lowbit.vectors.load(tmp_path / "module").cases[0]
+    dims = [int(v) for v in shape.split(",")[0].split("x")]
+    if suite.startswith("scheme"):
+        assert first.inputs["x"].shape == tuple(dims)
+    else:
+        m, n, k = dims
+        assert first.inputs["a"].shape == ((k, m) if layout[0] == "t" else (m, k))
+        assert first.inputs["b"].shape == ((n, k) if layout[1] == "t" else (k, n))
+
+
+def test_bad_shape_options_name_the_option(tmp_path):
+    with pytest.raises(ValueError, match="shape"):
+        lowbit.vectors.generate("scheme-tensor", tmp_path / "a", shape="4abc")
+    with pytest.raises(ValueError, match="layout"):
+        lowbit.vectors.generate("gemm-exact", tmp_path / "b", shape="4x4x4", layout="xy")
+    # shape=True is --shape without a value; a conversion suite takes no shape.
+    with pytest.raises(ValueError, match="shape"):
+        lowbit.vectors.generate("convert-ocp", tmp_path / "c", shape=True)
+    with pytest.raises(TypeError, match="shape"):
+        lowbit.vectors.generate("scheme-tensor", tmp_path / "d", shape=4)
+    assert not any((tmp_path / n).exists() for n in "abcd")
