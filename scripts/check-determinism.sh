@@ -51,7 +51,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 # The small suite: what each build computes, one file per item, all hashed at the end.
 run_suite() {  # run_suite LOWBIT OUT
   local lb=$1 out=$2
-  mkdir -p "$out"
+  mkdir -p "$out/vectors"  # vectors generate makes its folder, not the folders above it
   for s in convert-te scheme-mx scheme-nvfp4 scheme-delayed gemm-hopper-fp8 gemm-blackwell-mxf4nvf4 gemm-f32-pairwise; do
     "$lb" vectors generate --suite "$s" --out "$out/vectors/$s" >/dev/null
   done
