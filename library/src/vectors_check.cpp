@@ -246,21 +246,6 @@ void compare_case(const std::string& suite, const json& files, std::uint64_t ind
   }
 }
 
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') o += ' ';
-        else o += c;
-    }
-  }
-  return o;
-}
 
 // What makes a checksum-consistent manifest a suite that can be compared: a known kind, files, roles the
 // checker knows, and for a tensor suite cases with distinct indices, each with an expected file.  A suite

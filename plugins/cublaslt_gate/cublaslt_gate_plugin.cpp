@@ -37,6 +37,7 @@
 #include "lowbit/device/check.hpp"
 #include "lowbit/device/cublaslt.hpp"
 #include "lowbit/plugin.h"
+#include "../recipe_lookup.hpp"
 
 namespace {
 
@@ -44,16 +45,8 @@ namespace lt = lowbit::device::cublaslt;
 
 std::string last;
 
-// The flat recipe objects of the gemm suites (nlohmann::json::dump of string and bool values).
-bool recipe_string(const std::string& recipe, const char* key, std::string& value) {
-  const std::string k = std::string("\"") + key + "\":\"";
-  const auto at = recipe.find(k);
-  if (at == std::string::npos) return false;
-  const auto end = recipe.find('"', at + k.size());
-  if (end == std::string::npos) return false;
-  value = recipe.substr(at + k.size(), end - at - k.size());
-  return true;
-}
+// The flat recipe objects of the gemm suites (../recipe_lookup.hpp).
+using lowbit_example::recipe_value;
 
 const lowbit_array* find(const lowbit_array* v, std::uint32_t n, const char* name) {
   for (std::uint32_t i = 0; i < n; ++i)
@@ -133,11 +126,11 @@ int gemm_entry(const char* recipe_json, const lowbit_array* in, std::uint32_t n_
                std::uint32_t n_out) {
   const std::string recipe = recipe_json ? recipe_json : "";
   std::string model, af, bf, df;
-  if (!recipe_string(recipe, "model", model) || !recipe_string(recipe, "a_format", af) ||
-      !recipe_string(recipe, "b_format", bf))
+  if (!recipe_value(recipe, "model", model) || !recipe_value(recipe, "a_format", af) ||
+      !recipe_value(recipe, "b_format", bf))
     return LOWBIT_PLUGIN_UNSUPPORTED;
   if (model != "hopper-fp8" && model != "hopper-fp8-promote128") return LOWBIT_PLUGIN_UNSUPPORTED;
-  if (recipe_string(recipe, "d_format", df) && df != "f32") return LOWBIT_PLUGIN_UNSUPPORTED;
+  if (recipe_value(recipe, "d_format", df) && df != "f32") return LOWBIT_PLUGIN_UNSUPPORTED;
   lt::Type at, bt;
   if (!fp8_type(af, at) || !fp8_type(bf, bt) || (at == lt::Type::e5m2 && bt == lt::Type::e5m2))
     return LOWBIT_PLUGIN_UNSUPPORTED;

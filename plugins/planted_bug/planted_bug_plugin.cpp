@@ -22,6 +22,7 @@
 #include "lowbit/recipe.hpp"
 #include "lowbit/registry.hpp"
 #include "lowbit/scale.hpp"
+#include "../recipe_lookup.hpp"
 
 namespace {
 
@@ -133,17 +134,7 @@ int gemm(const char* recipe, const lowbit_array* in, uint32_t n_in, lowbit_array
 
 // ---- quantize: the recipe object of a scheme suite into lowbit::scale::Options --------------------
 
-// The recipes of the scheme suites are flat JSON objects of strings without escapes (vectors/SPEC.md
-// section 3), e.g. {"block_size":"32","element":"e4m3","quantization_format":"mx",...}.
-bool recipe_value(const std::string& recipe, const char* key, std::string& value) {
-  const std::string k = std::string("\"") + key + "\":\"";
-  const auto at = recipe.find(k);
-  if (at == std::string::npos) return false;
-  const auto end = recipe.find('"', at + k.size());
-  if (end == std::string::npos) return false;
-  value = recipe.substr(at + k.size(), end - at - k.size());
-  return true;
-}
+using lowbit_example::recipe_value;  // ../recipe_lookup.hpp
 
 bool positive(const std::string& t, int& v) {
   if (t.empty() || t.size() > 6 || t.find_first_not_of("0123456789") != std::string::npos) return false;

@@ -92,6 +92,23 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
   return s + "]";
 }
 
+std::string xml_escape(std::string_view s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&apos;"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') o += '?';
+        else o += c;
+    }
+  }
+  return o;
+}
+
 }  // namespace lowbit
 
 namespace lowbit {

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "lowbit/text.hpp"
 #include "lowbit/output.hpp"
 #include "checks.hpp"
 #include "commands.hpp"
@@ -202,23 +203,6 @@ std::string report_markdown(const std::vector<Row>& rows, const RunInfo& info, b
   return md.str();
 }
 
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&apos;"; break;
-      default:
-        // XML 1.0 admits no control characters but tab and newline.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') o += "?";
-        else o += c;
-    }
-  }
-  return o;
-}
 
 // One <testcase> per check: a <failure> with the first mismatches, or <skipped> with the reason.
 std::string junit_xml(const std::vector<Row>& rows, const RunInfo& info) {

@@ -40,6 +40,10 @@ std::string policy_text(const Policy& p);
 // "[a, b, c]".
 std::string shape_text(const std::vector<std::uint64_t>& shape);
 
+// Text for an XML attribute or element (JUnit reports): & < > " ' escaped; a control character other than tab
+// and newline, which XML 1.0 does not admit, becomes '?'.
+std::string xml_escape(std::string_view s);
+
 // Text taken from an input (a bad line, a suite or case name, a manifest field, a parser's message), made
 // safe to echo in a message: control characters are escaped, so that a file cannot move the cursor, change
 // the terminal's colours or forge a line of a report ("\n", "\r", "\t", "\0", other C0 bytes, DEL, the
