@@ -249,7 +249,7 @@ def _bad_npy_files(d):
     ("magic.npy", [], ["magic.npy", "byte 0"]),
     ("short.npy", [], ["short.npy", "byte"]),
     ("ints.npy", [], ["ints.npy", "descr"]),
-    ("u16.npy", [], ["u16.npy", "descr", "--in-format bf16"]),
+    ("u16.npy", [], ["u16.npy", "descr", "--in-format", "bf16"]),
     ("good.npy", ["--in-format", "bf16"], ["good.npy", "descr"]),
     ("empty.npy", [], ["empty.npy", "shape"]),
     ("good.npy", ["--pack"], ["--pack", "e4m3"]),

@@ -425,7 +425,11 @@ def test_gemm_npy_files(tmp_path):
     a, b, out = tmp_path / "a.npy", tmp_path / "b.npy", tmp_path / "d.npy"
     np.save(a, np.array([[0x7E, 0xFE, 0x08]], dtype=np.uint8))   # e4m3 codes: 448, -448, 2^-6
     np.save(b, np.array([[0x38], [0x38], [0x38]], dtype=np.uint8))  # 1.0
-    rc, _, err = run(["gemm", "--model", "exact", "--a", str(a), "--b", str(b), "--out", str(out)])
+    # Integer codes name their format: without it, exit 2 with the hint.
+    fails(["gemm", "--model", "exact", "--a", str(a), "--b", str(b), "--out", str(out)], "", "--a-format", "'|u1'")
+    assert not out.exists()
+    rc, _, err = run(["gemm", "--model", "exact", "--a", str(a), "--a-format", "e4m3", "--b", str(b), "--b-format",
+                      "e4m3", "--out", str(out)])
     assert rc == 0, err
     d = np.load(out)
     assert d.dtype == np.float32 and d.shape == (1, 1) and d.view(np.uint32)[0, 0] == 0x3C800000

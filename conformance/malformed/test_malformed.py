@@ -601,10 +601,12 @@ def test_max_bytes_bounds_each_input_file(tmp_path):
     a.write_bytes(npy(descr="|u1", shape=(1024, 2048), data=b"\x38" * (1024 * 2048)))  # 2 MiB and a header
     b = tmp_path / "in-b.npy"
     b.write_bytes(npy(descr="|u1", shape=(2048, 1), data=b"\x38" * 2048))
-    out, err = fails(["gemm", "--model", "exact", "--a", a, "--b", b, "--max-bytes", "1M"], "--a", "in-a.npy",
+    e4m3 = ["--a-format", "e4m3", "--b-format", "e4m3"]
+    out, err = fails(["gemm", "--model", "exact", "--a", a, "--b", b, *e4m3, "--max-bytes", "1M"], "--a", "in-a.npy",
                      "over the limit of 1048576 bytes per input")
     assert out == b""
-    rc, out, err = run(["gemm", "--model", "exact", "--a", a, "--b", b, "--max-bytes", "3M", "--out", tmp_path / "d.npy"])
+    rc, out, err = run(["gemm", "--model", "exact", "--a", a, "--b", b, *e4m3, "--max-bytes", "3M", "--out",
+                        tmp_path / "d.npy"])
     assert rc == 0, err
     # e4m3 0x38 is 1.0: each element of D is the sum of 2048 products 1.0 * 1.0, 2048.0 (f32 0x45000000)
     assert (tmp_path / "d.npy").read_bytes()[-4096:] == struct.pack("<I", 0x45000000) * 1024
@@ -843,7 +845,7 @@ def test_two_small_npy_operands_asking_for_a_4_gb_output_are_refused_before_allo
     (tmp_path / "in-a.npy").write_bytes(npy(descr="|u1", shape=(32768, 1), data=b"\x38" * 32768))
     (tmp_path / "in-b.npy").write_bytes(npy(descr="|u1", shape=(1, 32768), data=b"\x38" * 32768))
     rc, out, err = run_limited(["gemm", "--model", "exact", "--a", tmp_path / "in-a.npy", "--b", tmp_path / "in-b.npy",
-                                "--out", tmp_path / "d.npy"])
+                                "--a-format", "e4m3", "--b-format", "e4m3", "--out", tmp_path / "d.npy"])
     assert rc == 2 and out == b"", (rc, err)
     assert "D would be 32768x32768, 8589934592 bytes" in err and "over the limit of 4294967296 bytes" in err, err
     assert leftovers(tmp_path) == []

@@ -160,9 +160,10 @@ struct Npy {
 
 std::optional<Npy> parse_npy_text(const std::string& bytes, const std::string& name, std::string& error) {
   try {
+    // ml_dtypes arrays read as their codes: the manifest names the format each file holds.
     return Npy{io::parse_npy(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(bytes.data()),
                                                            bytes.size()),
-                             name)};
+                             name, io::NpyRead{.untyped_codes = true})};
   } catch (const std::exception& e) {
     error = e.what();
     return std::nullopt;
@@ -221,11 +222,12 @@ void compare_case(const std::string& suite, const json& files, std::uint64_t ind
       if (u.error.empty()) u.error = "results file unreadable: " + perr;
       continue;
     }
+    // A kernel's result saved from an ml_dtypes array (float8_e4m3fn as '<V1', bfloat16 as '<V2') reads as the
+    // u8 / u16 codes the golden file holds.
     if (got->a.dtype != want->a.dtype || got->a.shape != want->a.shape) {
       if (u.error.empty())
-        u.error = "results file " + path + " holds " + std::string(*io::npy_descr(got->a.dtype)) + " " +
-                  shape_text(got->a.shape) + ", expected " + std::string(*io::npy_descr(want->a.dtype)) + " " +
-                  shape_text(want->a.shape);
+        u.error = "results file " + path + " holds " + got->a.descr + " " + shape_text(got->a.shape) + ", expected " +
+                  want->a.descr + " " + shape_text(want->a.shape);
       continue;
     }
     const std::size_t n = want->a.elements();

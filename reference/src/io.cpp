@@ -176,6 +176,17 @@ std::optional<DType> dtype_from_descr(std::string_view descr) {
   return std::nullopt;
 }
 
+// The dtype of an ml_dtypes descr (NpyRead): '<V1' / '|V1' / '<f1' (any byte-order mark) are one-byte codes,
+// '<V2' / '|V2' two-byte codes.
+std::optional<DType> untyped_from_descr(std::string_view descr) {
+  if (descr.size() != 3) return std::nullopt;
+  const char order = descr[0];
+  const std::string_view code = descr.substr(1);
+  if ((code == "V1" || code == "f1") && (order == '|' || order == '<' || order == '>' || order == '=')) return DType::u8;
+  if (code == "V2" && (order == '|' || order == '<')) return DType::u16;
+  return std::nullopt;
+}
+
 // ---- .npy header: a Python dict literal ----------------------------------------------------------
 // numpy writes {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } padded with spaces and
 // ended by '\n'.  Old files may spell dimensions with an 'L' suffix (Python 2 longs).
@@ -349,7 +360,7 @@ std::vector<std::uint8_t> fortran_to_c(const std::vector<std::uint8_t>& in, std:
   return out;
 }
 
-NpyArray parse_npy_source(Source& src, const std::string& path) {
+NpyArray parse_npy_source(Source& src, const std::string& path, const NpyRead& how) {
   static constexpr std::array<std::uint8_t, 6> magic{0x93, 'N', 'U', 'M', 'P', 'Y'};
   const std::uint64_t size = src.size();
   std::array<std::uint8_t, 12> pre{};
@@ -394,11 +405,22 @@ NpyArray parse_npy_source(Source& src, const std::string& path) {
   const PyValue& descr = dict["descr"];
   if (descr.kind != PyValue::Kind::string)
     fail_at(path, descr.offset, "unsupported dtype: structured dtypes are not supported");
-  const std::optional<DType> dt = dtype_from_descr(descr.text);
+  std::optional<DType> dt = dtype_from_descr(descr.text);
+  a.descr = descr.text;
   if (!dt) {
-    const bool big = descr.text.size() > 1 && descr.text[0] == '>';
-    fail_at(path, descr.offset,
-            "unsupported dtype '" + descr.text + "'" + (big ? " (big-endian data is not supported)" : ""));
+    if (const std::optional<DType> codes = untyped_from_descr(descr.text)) {
+      if (!how.untyped_codes)
+        fail_at(path, descr.offset,
+                "dtype '" + descr.text +
+                    "' is how ml_dtypes saves its types (bfloat16, float8_*, float6_*, float4_*, float8_e8m0fnu), "
+                    "and the file does not say which one: name the format to read its codes");
+      dt = codes;
+      a.untyped = true;
+    } else {
+      const bool big = descr.text.size() > 1 && descr.text[0] == '>';
+      fail_at(path, descr.offset,
+              "unsupported dtype '" + descr.text + "'" + (big ? " (big-endian data is not supported)" : ""));
+    }
   }
   a.dtype = *dt;
   const PyValue& fortran = dict["fortran_order"];
@@ -763,9 +785,11 @@ void Tensor::check_width(std::size_t bytes_per_element) const {
 
 // ---- public: .npy --------------------------------------------------------------------------------
 
-NpyArray read_npy(const std::string& path) {
+NpyArray read_npy(const std::string& path) { return read_npy(path, NpyRead{}); }
+
+NpyArray read_npy(const std::string& path, const NpyRead& how) {
   FileSource src(path);
-  return parse_npy_source(src, path);
+  return parse_npy_source(src, path, how);
 }
 
 NpyArray read_npy(const std::string& path, DType expected) {
@@ -775,8 +799,12 @@ NpyArray read_npy(const std::string& path, DType expected) {
 }
 
 NpyArray parse_npy(std::span<const std::uint8_t> file, const std::string& name) {
+  return parse_npy(file, name, NpyRead{});
+}
+
+NpyArray parse_npy(std::span<const std::uint8_t> file, const std::string& name, const NpyRead& how) {
   MemorySource src(file);
-  return parse_npy_source(src, name);
+  return parse_npy_source(src, name, how);
 }
 
 std::vector<std::uint8_t> encode_npy(DType dtype, std::span<const std::uint64_t> shape,

@@ -77,16 +77,18 @@ std::uint32_t read_f32(const json& j, const char* key, std::uint32_t fallback) {
 }
 
 // File mode: operands are .npy files of codes, as unsigned integers of the format's storage width (u8 for
-// formats of at most 8 bits, u16 for 16-bit formats, u32 for f32/tf32 bit patterns), or f16 / f32 / bf16
-// arrays holding the values themselves (their bit patterns are the codes).  A is M x K, B is K x N, C (f32)
+// formats of at most 8 bits, u16 for 16-bit formats, u32 for f32/tf32 bit patterns) or ml_dtypes arrays
+// ('<V1', '<f1', '<V2'), both with --a-format / --b-format naming their format, or f16 / f32 arrays holding the
+// values themselves (their bit patterns are the codes).  A is M x K, B is K x N, C (f32)
 // M x N; scales as the text mode describes them.  The files are turned into the text mode's JSON object,
 // so both modes share one code path.
 json read_npy_operands(const GemmOptions& o) {
   json j;
+  std::string descr;  // of the file `load` read last
   auto load = [&](const std::string& path, const std::string& option, const std::string& key, int& rows, int& cols) {
     io::NpyArray t;
     try {
-      t = io::read_npy(path);
+      t = io::read_npy(path, io::NpyRead{.untyped_codes = true});  // ml_dtypes arrays: their format is named
     } catch (const io::FileError& e) {
       throw InputError(option + ": " + e.what());
     }
@@ -94,6 +96,7 @@ json read_npy_operands(const GemmOptions& o) {
     if (t.shape[0] > (1u << 20) || t.shape[1] > (1u << 20)) throw InputError(option + ": '" + path + "' is too large");
     rows = static_cast<int>(t.shape[0]);
     cols = static_cast<int>(t.shape[1]);
+    descr = t.descr;
     json arr = json::array();
     const unsigned width = io::dtype_bits(t.dtype);
     if (width == 8) {
@@ -109,23 +112,32 @@ json read_npy_operands(const GemmOptions& o) {
     j[key] = arr;
     return t.dtype;
   };
+  // Integer and ml_dtypes arrays hold codes whose format the file does not name: the option must name it, and
+  // its codes must be of the array's width.
+  auto operand = [&](const std::string& path, const std::string& option, const std::string& format, const std::string& key,
+                     int& rows, int& cols) {
+    const io::DType d = load(path, option, key, rows, cols);
+    const bool codes = d != io::DType::f16 && d != io::DType::bf16 && d != io::DType::f32;
+    if (!codes) return d;
+    if (format.empty())
+      throw InputError(option + "-format: '" + path + "' holds '" + descr +
+                       "' codes of a format the file does not name; name it (e4m3, e5m2, e2m1, bf16, ...)");
+    const Format* f = find_format(format);
+    if (f && static_cast<unsigned>(f->storage_bits() + 7) / 8 * 8 != io::dtype_bits(d))
+      throw InputError(option + "-format: '" + path + "' holds '" + descr + "', " +
+                       std::to_string(io::dtype_bits(d) / 8) + "-byte elements, not " + f->name + " codes");
+    return d;
+  };
   int ar = 0, ac = 0, br = 0, bc = 0;
-  const io::DType adt = load(o.a, "--a", "a", ar, ac);
+  const io::DType adt = operand(o.a, "--a", o.a_format, "a", ar, ac);
   if (o.b.empty()) throw InputError("--b: required with --a FILE");
-  const io::DType bdt = load(o.b, "--b", "b", br, bc);
+  const io::DType bdt = operand(o.b, "--b", o.b_format, "b", br, bc);
   if (ac != br) throw InputError("--b: A is " + std::to_string(ar) + "x" + std::to_string(ac) + " but B is " +
                                  std::to_string(br) + "x" + std::to_string(bc));
   j["m"] = ar;
   j["k"] = ac;
   j["n"] = bc;
-  auto natural = [](io::DType d) -> std::string {
-    switch (d) {
-      case io::DType::f16: return "f16";
-      case io::DType::bf16: return "bf16";
-      case io::DType::f32: return "f32";
-      default: return "e4m3";
-    }
-  };
+  auto natural = [](io::DType d) -> std::string { return d == io::DType::f16 ? "f16" : d == io::DType::bf16 ? "bf16" : "f32"; };
   j["a_format"] = o.a_format.empty() ? natural(adt) : o.a_format;
   j["b_format"] = o.b_format.empty() ? natural(bdt) : o.b_format;
   int r = 0, cc = 0;
@@ -308,7 +320,7 @@ void add_gemm(CLI::App& app) {
   sub->add_option("--a", o->a, "'-': one JSON object on stdin with m, n, k, formats, codes, scales; or A.npy");
   sub->add_option("--b", o->b, "B.npy (with --a A.npy)");
   sub->add_option("--c", o->c, "C.npy, f32 (with --a A.npy)");
-  sub->add_option("--a-format", o->a_format, "A's format (default: from the .npy dtype, e4m3 for integer codes)");
+  sub->add_option("--a-format", o->a_format, "A's format (default: from the .npy dtype, f16 or f32; required for integer and ml_dtypes codes)");
   sub->add_option("--b-format", o->b_format, "B's format");
   sub->add_option("--a-scales", o->a_scales, "A's block scales (.npy of codes)");
   sub->add_option("--b-scales", o->b_scales, "B's block scales (.npy of codes)");

@@ -127,7 +127,7 @@ namespace {
 void run_quantize_text(const QuantizeOptions& o) {
   std::string profile_name;
   S::Options so = build_options(o, profile_name);
-  const Format* in_format = find_format(o.in_format);
+  const Format* in_format = find_format(o.in_format.empty() ? "f32" : o.in_format);
   if (!in_format || (in_format != &formats::f32 && in_format != &formats::bf16 && in_format != &formats::f16))
     throw InputError("--in-format: expected f32, bf16 or f16");
   const std::vector<float> values = read_values(read_all("-", "--in"), *in_format);
@@ -381,19 +381,18 @@ namespace {
 
 // ---- file mode: FILE.npy -> DIR ---------------------------------------------------------------------
 
-// The input tensor of file mode: f32 or f16 (--in-format f32, the default), f16, or bf16 stored as
-// uint16 (--in-format bf16).
-io::NpyArray read_input_npy(const std::string& path, const std::string& in_format) {
-  if (in_format == "bf16") return io::read_npy(path, io::DType::bf16);
-  if (in_format == "f16") return io::read_npy(path, io::DType::f16);
-  if (in_format != "f32") throw InputError("--in-format: expected f32, bf16 or f16");
-  io::NpyArray a = io::read_npy(path);
-  if (a.dtype == io::DType::f32 || a.dtype == io::DType::f16) return a;
-  std::string why("holds '");
-  why += io::npy_descr(a.dtype).value_or("?");
-  why += "', expected '<f4' or '<f2'";
-  if (a.dtype == io::DType::u16) why += " (uint16 bf16 bit patterns need --in-format bf16)";
-  throw io::FileError(path, "key \"descr\"", why);
+// The input tensor of file mode (quantized::read_source_npy): values, or codes of the format --in-format names.
+quantized::Source read_input_npy(const std::string& path, const std::string& in_format) {
+  const Format* named = nullptr;
+  if (!in_format.empty()) {
+    named = find_format(in_format);
+    if (!named) throw InputError("--in-format: unknown format '" + in_format + "'");
+  }
+  try {
+    return quantized::read_source_npy(path, named);
+  } catch (const ArgumentError& e) {
+    throw InputError("--in-format: " + std::string(e.what()));
+  }
 }
 
 struct OutFile {
@@ -427,12 +426,15 @@ void run_quantize_files(const QuantizeOptions& o) {
   if (!layout) throw InputError("--scale-layout: unknown '" + o.scale_layout + "' (row-major, cublaslt)");
   const Packing packing = o.pack ? packing_for(*so.element) : Packing::none;
 
-  const io::NpyArray a = read_input_npy(o.in, o.in_format);
+  quantized::Source a = read_input_npy(o.in, o.in_format);
   const auto dims = matrix_dims(a.shape);
   if (!dims) throw io::FileError(o.in, "key \"shape\"", shape_text(a.shape) + " is too large");
   if (dims->first < 1 || dims->second < 1)
     throw io::FileError(o.in, "key \"shape\"", shape_text(a.shape) + " holds no elements");
-  const S::Tensor x{dims->first, dims->second, *float_values(a)};
+  if (a.rounded)
+    std::cerr << "lowbit quantize: " << a.rounded << " of the " << a.values.size() << " float64 elements of '" << o.in
+              << "' were rounded (once, to nearest even) into " << a.format->name << "\n";
+  const S::Tensor x{dims->first, dims->second, std::move(a.values)};
   const std::vector<std::uint32_t> rbits = random_bits(o, so, x.data.size());
   if (!o.state.empty() && so.scheme != S::Scheme::delayed) throw InputError("--state: applies to the delayed scheme");
   S::DelayedState st = read_state(o.state);
@@ -748,9 +750,13 @@ void add_quantize(CLI::App& app) {
   q->add_option("--state", o->state, "Delayed scaling: read and write the amax history (JSON)");
   q->add_option("--amax-nan", o->amax_nan, "ignore (fmaxf, default) or propagate");
   q->add_option("--shape", o->shape, "R,C for a 2-D tensor (default: 1-D)");
-  q->add_option("--in-format", o->in_format, "f32 (default), bf16 or f16 bit patterns");
+  q->add_option("--in-format", o->in_format,
+                "The format the input holds. Text: f32 (default), bf16 or f16 bit patterns. FILE.npy: a float64 "
+                "array is rounded once into f32 (default), bf16 or f16; integer and ml_dtypes arrays are codes of "
+                "the format named here (required for them)");
   q->add_option("--in", o->in,
-                "'-': whitespace-separated 0x bit patterns on stdin; FILE.npy (f32, f16, bf16 as uint16); or "
+                "'-': whitespace-separated 0x bit patterns on stdin; FILE.npy (f32, f16, f64 values; codes with "
+                "--in-format: bf16 as uint16 or ml_dtypes' bfloat16, ml_dtypes' float8/6/4); or "
                 "A.safetensors (checkpoint mode)")
       ->required();
   q->add_option("--out", o->out,

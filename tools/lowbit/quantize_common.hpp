@@ -30,7 +30,7 @@ using quantized::store_scales;
 // The recipe (its fields as the command line's options; empty when not given) and the options of the
 // command's modes.
 struct QuantizeOptions : Recipe {
-  std::string direction = "row", sr_bits_file, state, in, out, shape, in_format = "f32", scale_layout = "row-major";
+  std::string direction = "row", sr_bits_file, state, in, out, shape, in_format, scale_layout = "row-major";
   int axis = -1;
   long long sr_seed = -1;
   bool pack = false;

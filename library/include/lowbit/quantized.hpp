@@ -58,4 +58,26 @@ std::vector<std::uint64_t> packed_shape(const std::vector<std::uint64_t>& shape,
 // f32 values of an f32, bf16 or f16 tensor (exact widening); nullopt for another dtype.
 std::optional<std::vector<float>> float_values(const io::Tensor& t);
 
+// A source tensor (activations, weights: what gets quantized) read from a .npy file, as f32 values.
+struct Source {
+  std::vector<std::uint64_t> shape;
+  std::vector<float> values;
+  const Format* format = nullptr;  // what the values are: f32, f16, or the named format
+  std::uint64_t rounded = 0;       // float64 elements that the one rounding changed
+};
+// `named` is the format the caller was told the file holds, or nullptr when none was named:
+//  * none named: '<f4' and '<f2' as they are; '<f8' rounded once (IEEE 754 default: to nearest, ties to even,
+//    overflow to Inf, a NaN quieted keeping its sign and top payload bits) into f32 — what numpy's
+//    astype(np.float32) gives.  Integer and ml_dtypes arrays hold codes of a format the file does not name,
+//    and are refused so.
+//  * f32, bf16 or f16 named: '<f8' rounded once, directly, into that format (not through f32: ml_dtypes'
+//    astype(bfloat16) of a float64 rounds twice); an array of that format's own numpy dtype ('<f4', '<f2'; f32
+//    also takes '<f2', whose values it holds exactly) as it is.
+//  * any format of at most 32 bits named: an integer or ml_dtypes array of its storage width (1, 2 or 4 bytes)
+//    as its codes, each checked to be a code (a 4-bit format's byte holds the code in its low nibble).
+// Values wider than they are read (f64, a format whose codes do not fit f32) are refused.  Errors:
+// ArgumentError "in_format" for a dtype that does not go with the named (or missing) format, its message
+// naming the file and its "descr"; io::FileError for a file that cannot be read.
+Source read_source_npy(const std::string& path, const Format* named);
+
 }  // namespace lowbit::quantized

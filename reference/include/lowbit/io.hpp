@@ -153,18 +153,33 @@ void set_max_input_bytes(std::uint64_t bytes);
 
 struct NpyArray : Tensor {
   std::string path;            // the file it came from, for messages
+  std::string descr;           // the dtype as the file's header spells it ('<f4', '|u1', '<V1', ...)
   bool fortran_order = false;  // how the file stored it; `bytes` are in C order regardless
+  // An ml_dtypes array (see NpyRead): `dtype` is u8 or u16, and the format of its codes is not in the file.
+  bool untyped = false;
   std::uint8_t version_major = 1;
   std::uint8_t version_minor = 0;
 };
 
+// How to read a .npy file.  ml_dtypes (0.6) saves its types with descrs that do not name them: bfloat16 as
+// '<V2'; float8_e4m3fn, float8_e4m3fnuz, float8_e5m2fnuz, float8_e8m0fnu, float6_*, float4_e2m1fn and int4 as
+// '<V1'; float8_e5m2 as '<f1' (a kind and size numpy itself never writes).  Their bytes are the codes, one
+// element per byte or per two bytes (4- and 6-bit types take a byte each, the code in the low bits).  With
+// `untyped_codes` such a file reads as u8 / u16 codes marked `untyped`, for a caller that is told the format
+// some other way; without it the file is refused, saying why.
+struct NpyRead {
+  bool untyped_codes = false;
+};
+
 // Reads a .npy file (any of the supported dtypes, C or Fortran order, any rank).
 NpyArray read_npy(const std::string& path);
+NpyArray read_npy(const std::string& path, const NpyRead& how);
 // Same, requiring `expected`: a FileError naming the 'descr' key when the file holds another dtype.
 // DType::bf16 accepts '<u2' (the bf16 convention) and labels the result bf16.
 NpyArray read_npy(const std::string& path, DType expected);
 // Parses .npy bytes already in memory; `name` stands for the file in messages.
 NpyArray parse_npy(std::span<const std::uint8_t> file, const std::string& name);
+NpyArray parse_npy(std::span<const std::uint8_t> file, const std::string& name, const NpyRead& how);
 
 // Writes a C-order .npy file atomically (version 1.0, or 2.0 when the header needs it).
 // std::invalid_argument when .npy cannot hold `dtype` or `bytes` does not match the shape;
