@@ -100,7 +100,7 @@ def test_manifest_checksums_agree_with_hashlib():
     manifest = (d / "manifest.json").read_bytes()
     assert (d / "manifest.json.sha256").read_text() == hashlib.sha256(manifest).hexdigest() + "  manifest.json\n"
     m = json.loads(manifest)
-    assert m["schema"] == 1 and m["generator"] == 1 and m["suite"] == "scheme-mx" and m["kind"] == "scheme"
+    assert m["schema"] == 2 and m["generator"] == 1 and m["suite"] == "scheme-mx" and m["kind"] == "scheme"
     for f in m["files"]:
         data = (d / f["path"]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == f["sha256"] and len(data) == f["bytes"]
@@ -115,16 +115,31 @@ def test_npy_files_are_numpy_readable_and_match_the_manifest():
     for f in m["files"]:
         a = np.load(d / f["path"])
         assert list(a.shape) == f["shape"] and a.dtype.str == f["dtype"], f["path"]
-    # An all-ones tensor is not among the cases, but every codes file holds e2m1 codes (< 16).
+    # An all-ones tensor is not among the cases, but every codes file holds e2m1 codes (< 16), and every
+    # block scale is a ue4m3 code (positive E4M3: at most 0x7e, 448).
     for f in m["files"]:
         if f["name"] == "codes":
             assert int(np.load(d / f["path"]).max()) < 16
+        if f["name"] == "scales":
+            assert f["format"] == "ue4m3" and int(np.load(d / f["path"]).max()) <= 0x7E
+
+
+def test_an_earlier_schema_is_refused_naming_it(tmp_path):
+    d = tmp_path / "scheme-nvfp4"
+    shutil.copytree(GOLDEN / "scheme-nvfp4", d)
+    m = json.loads((d / "manifest.json").read_text())
+    m["schema"] = 1
+    text = json.dumps(m, indent=1, sort_keys=True, ensure_ascii=True) + "\n"
+    (d / "manifest.json").write_text(text)
+    (d / "manifest.json.sha256").write_text(hashlib.sha256(text.encode()).hexdigest() + "  manifest.json\n")
+    rc, out, err = run("check", "--vectors", d, "--results", d)
+    assert rc == 2 and '"schema": 1' in out + err and "regenerate" in out + err, out + err
 
 
 def test_scalar_lines_follow_semantics():
     # docs/semantics.md §3 (cuda, f32 inputs): 480 -> 0x7e (satfinite), 0.3 -> 0x2a; +inf -> 0x7e; 1 -> 0x38.
     lines = (GOLDEN / "convert-cuda/e4m3/rne-satfinite-keep-after/f32.txt").read_text().splitlines()
-    assert lines[0] == "#lowbit-vectors scalar schema 1 generator 1"
+    assert lines[0] == "#lowbit-vectors scalar schema 2 generator 1"
     assert lines[1] == "#from f32 to e4m3 profile cuda rounding rne overflow satfinite subnormals keep tininess after"
     cases = {l.split()[0]: l.split()[1:] for l in lines[3:]}
     assert int(lines[2].split()[1]) == len(lines) - 3

@@ -381,6 +381,13 @@ std::optional<Golden> load_golden(const Reader& read, const std::string& where, 
       return std::nullopt;
     }
   }
+  if (g.manifest.is_object() && g.manifest.value("schema", 0) >= 1 && g.manifest.value("schema", 0) < schema_version) {
+    fail("manifest.json", "\"schema\": " + std::to_string(g.manifest.value("schema", 0)) +
+                              " is an earlier file format (schema 1 labelled NVFP4's block scales e4m3); this lowbit "
+                              "reads schema " + std::to_string(schema_version) +
+                              ": regenerate the suite with `lowbit vectors generate`");
+    return std::nullopt;
+  }
   if (!g.manifest.is_object() || g.manifest.value("schema", 0) != schema_version || !g.manifest.contains("files") ||
       !g.manifest.at("files").is_array() || !g.manifest.contains("suite") || !g.manifest.at("suite").is_string()) {
     fail("manifest.json", "not a schema " + std::to_string(schema_version) + " manifest (\"schema\", \"suite\", \"files\")");

@@ -538,7 +538,10 @@ Suite scheme_suite(const std::string& suite, const std::string& family, std::uin
       with_case(npy_file(dir + "/codes.npy", "expected", "codes", *q.element, shape, codes));
       const std::vector<std::uint64_t> sshape = {static_cast<std::uint64_t>(q.scale_rows()),
                                                  static_cast<std::uint64_t>(q.scale_cols())};
-      with_case(npy_file(dir + "/scales.npy", "expected", "scales", *q.scale_format, sshape, q.scales));
+      // NVFP4's block scales are the scheme's only E4M3 scales, and never negative (scale.hpp): their
+      // format is UE4M3, as the block-scaled GEMM suites name the same bytes.
+      const Format& scale_label = q.scale_format == &formats::e4m3 ? formats::ue4m3 : *q.scale_format;
+      with_case(npy_file(dir + "/scales.npy", "expected", "scales", scale_label, sshape, q.scales));
       if (q.tensor_scale)
         with_case(npy_file(dir + "/tensor_scale.npy", "expected", "tensor_scale", formats::f32, {1}, {*q.tensor_scale}));
       if (family == "delayed") {

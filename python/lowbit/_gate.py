@@ -46,6 +46,12 @@ def _bytes_of(value: Any, name: str, fmt: str, dtype: str, shape) -> bytes:
             raise TypeError(f"{name}: dtype {arr.dtype}, expected uint32")
         flat = np.ascontiguousarray(arr).reshape(-1)
         got = arr.shape
+    elif fmt == "ue4m3":
+        # NVFP4's block scales are positive E4M3 codes, the same bytes; frameworks hold them as float8_e4m3fn
+        # (neither PyTorch nor ml_dtypes has a UE4M3 type), so an e4m3 array is taken as its codes.
+        flat, known, got = source(value, name)
+        if known not in ("ue4m3", "e4m3"):
+            raise ValueError(f"{name}: holds {known} values, not ue4m3 (or e4m3-typed) codes")
     else:
         flat, _, got = source(value, name, fmt)
     size = int(np.prod(want, dtype=np.int64)) if want else 1

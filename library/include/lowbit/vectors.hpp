@@ -18,8 +18,9 @@ namespace lowbit::vectors {
 
 // Bumped when the files a generator writes change for a given seed (a new case, another order).
 inline constexpr int generator_version = 1;
-// Bumped when the file formats of vectors/SPEC.md change.
-inline constexpr int schema_version = 1;
+// Bumped when the file formats of vectors/SPEC.md change.  2: NVFP4's block scales are labelled ue4m3 (the
+// positive E4M3 codes cuBLASLt and the GEMM suites call UE4M3), no longer e4m3.
+inline constexpr int schema_version = 2;
 inline constexpr std::uint64_t default_seed = 1;
 
 struct File {
