@@ -42,11 +42,12 @@ struct Dims {
 Dims check_inputs(const Contract& c, const PassContract& p, const Inputs& in) {
   const PassOperands ops = operands_of(p.pass);
   const std::string pass = name(p.pass);
+  for (Operand t : all<Operand>())
+    if ((t == ops.a || t == ops.b) && !input(in, t))
+      throw ArgumentError(name(t), pass + " reads " + name(ops.a) + " and " + name(ops.b) + "; " + name(t) + " is missing");
   for (Operand t : all<Operand>()) {
     const bool needed = t == ops.a || t == ops.b;
     const auto& a = input(in, t);
-    if (needed && !a)
-      throw ArgumentError(name(t), pass + " reads " + name(ops.a) + " and " + name(ops.b) + "; " + name(t) + " is missing");
     if (!needed && a) throw ArgumentError(name(t), pass + " reads " + name(ops.a) + " and " + name(ops.b) + ", not " + name(t));
     if (!a) continue;
     if (a->shape.size() != 2 || a->shape[0] < 1 || a->shape[1] < 1)
