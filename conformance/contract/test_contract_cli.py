@@ -376,3 +376,31 @@ def test_named_fprop_equals_composition(tmp_path, name, kind):
     assert got.dtype == np.uint16 and got.shape == (m, n)
     diff = np.argwhere(got != want)
     assert diff.size == 0, f"{name} {kind}: first differing element {diff[0]}: {got[tuple(diff[0])]:#06x} vs {want[tuple(diff[0])]:#06x}"
+
+
+@pytest.mark.parametrize("name", NAMED)
+def test_every_pass_runs_at_its_shape(tmp_path, name):
+    # dgrad writes dX [M, K], wgrad dW [N, K]; each pass reads only its own inputs.
+    contract = json.loads(ok(["contract", "show", name, "--json"]))
+    m, n, k = 3, 32, 256
+    rng = np.random.default_rng(7)
+    files = {}
+    for t, shape in {"x": (m, k), "w": (n, k), "dy": (m, n)}.items():
+        files[t] = str(tmp_path / f"{t}.npy")
+        np.save(files[t], to_bf16_bits(rng.standard_normal(shape)))
+    np.save(tmp_path / "bias.npy", to_bf16_bits(rng.standard_normal(n)))
+    reads = {"fprop": ("x", "w"), "dgrad": ("dy", "w"), "wgrad": ("dy", "x")}
+    shapes = {"fprop": (m, n), "dgrad": (m, k), "wgrad": (n, k)}
+    for p, spec in contract["passes"].items():
+        args = ["contract", "run", "--contract", name, "--pass", p, "--sr-seed", "1", "--out", str(tmp_path / p)]
+        for t in reads[p]:
+            args += [f"--{t}", files[t]]
+        if any(s["step"] == "bias" for s in spec["epilogue"]):
+            args += ["--bias", str(tmp_path / "bias.npy")]
+        ok(args)
+        assert np.load(tmp_path / p / "output.npy").shape == shapes[p], (name, p)
+
+
+def test_max_bytes_on_the_reading_subcommands():
+    for sub in ("show", "run", "check"):
+        assert "--max-bytes" in ok(["contract", sub, "--help"])

@@ -218,7 +218,7 @@ PassContract pass_contract(const Node& n, Pass pass, const Contract& c) {
   for (const auto& [key, q, t] : {std::tuple{a, &p.a, ops.a}, std::tuple{b, &p.b, ops.b}}) {
     const Format& element = q->recipe ? *q->options.element : c.storage_of(t);
     if (!gemm::takes(*p.procedure, element))
-      n.at(key).at(q->recipe ? "quantize" : "quantize").fail(std::string(p.procedure->name) + " takes " +
+      n.at(key).at("quantize").fail(std::string(p.procedure->name) + " takes " +
                                                              gemm::operand_text(*p.procedure) + ", not " + element.name);
   }
   if (const auto why = layout::scale_problem(p)) n.at(why->first == 0 ? a : b).at("quantize").fail(why->second);

@@ -339,6 +339,8 @@ void add_contract(CLI::App& app) {
     guarded([&] { rc = run_check(*o); });
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
+  // The subcommands that read files take --max-bytes, as the other reading commands do (main.cpp).
+  for (CLI::App* reading : {show, run, check}) add_max_bytes(reading);
 }
 
 }  // namespace lowbit::cli

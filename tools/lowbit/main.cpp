@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   // The commands that read files or stdin take --max-bytes (cli_util.hpp); a build that leaves a command out
   // (the fuzzed command line registers no report or merge) skips it.
   const std::vector<std::string> reading = {"gemm", "quantize", "dequantize", "verify-checkpoint", "check", "report",
-                                            "merge", "contract"};
+                                            "merge"};
   for (CLI::App* sub : app.get_subcommands({}))
     if (std::find(reading.begin(), reading.end(), sub->get_name()) != reading.end()) C::add_max_bytes(sub);
 
