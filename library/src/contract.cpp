@@ -6,9 +6,9 @@
 #include <set>
 #include <string>
 
+#include "contract_layout.hpp"
 #include "lowbit/registry.hpp"
 #include "lowbit/text.hpp"
-#include "contract_layout.hpp"
 
 namespace lowbit::contract {
 
@@ -28,7 +28,8 @@ struct Node {
   [[noreturn]] void fail(const std::string& message) const { throw ArgumentError(path, message); }
 
   // An object whose keys are among `allowed` and hold every one of `required`.
-  const Node& object(std::initializer_list<const char*> allowed, std::initializer_list<const char*> required = {}) const {
+  const Node& object(std::initializer_list<const char*> allowed,
+                     std::initializer_list<const char*> required = {}) const {
     if (!j.is_object()) fail("expected an object, not " + echo_text(j.dump(), 40));
     for (auto it = j.begin(); it != j.end(); ++it) {
       bool known = false;
@@ -62,7 +63,8 @@ struct Node {
     if (j.is_number()) {
       const double d = j.get<double>();
       const float f = static_cast<float>(d);
-      if (static_cast<double>(f) != d) fail(echo_text(j.dump(), 40) + " is not an f32 value (give its bits as \"0x...\")");
+      if (static_cast<double>(f) != d)
+        fail(echo_text(j.dump(), 40) + " is not an f32 value (give its bits as \"0x...\")");
       return std::bit_cast<std::uint32_t>(f);
     }
     fail("expected an f32 value (a number or \"0x...\" bits)");
@@ -104,9 +106,7 @@ Quantization quantization(const Node& n) {
   Recipe r;
   try {
     r = recipe_from_keys(get);
-  } catch (const ArgumentError& e) {
-    throw ArgumentError(n.path + "." + e.argument, e.what());
-  }
+  } catch (const ArgumentError& e) { throw ArgumentError(n.path + "." + e.argument, e.what()); }
   if (n.has("sr_bits")) {
     const Node s = n.at("sr_bits");
     if (!s.j.is_number_integer() || s.j.get<long long>() < 1 || s.j.get<long long>() > max_sr_bits)
@@ -115,9 +115,7 @@ Quantization quantization(const Node& n) {
   }
   try {
     q.options = build(r).options;
-  } catch (const ArgumentError& e) {
-    throw ArgumentError(n.path + "." + recipe_key(e.argument), e.what());
-  }
+  } catch (const ArgumentError& e) { throw ArgumentError(n.path + "." + recipe_key(e.argument), e.what()); }
   if (n.has("eps")) {
     q.options.eps = std::bit_cast<float>(n.at("eps").f32());
     if (const std::string why = S::normalize(q.options); !why.empty()) n.at("eps").fail(why);
@@ -218,8 +216,10 @@ PassContract pass_contract(const Node& n, Pass pass, const Contract& c) {
   for (const auto& [key, q, t] : {std::tuple{a, &p.a, ops.a}, std::tuple{b, &p.b, ops.b}}) {
     const Format& element = q->recipe ? *q->options.element : c.storage_of(t);
     if (!gemm::takes(*p.procedure, element))
-      n.at(key).at("quantize").fail(std::string(p.procedure->name) + " takes " +
-                                                             gemm::operand_text(*p.procedure) + ", not " + element.name);
+      n.at(key)
+          .at("quantize")
+          .fail(std::string(p.procedure->name) + " takes " + gemm::operand_text(*p.procedure) + ", not " +
+                element.name);
   }
   if (const auto why = layout::scale_problem(p)) n.at(why->first == 0 ? a : b).at("quantize").fail(why->second);
   const Node epi = n.at("epilogue");

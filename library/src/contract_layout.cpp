@@ -26,7 +26,9 @@ std::string scale_text(const ScaleInfo& s) {
 }
 }  // namespace
 
-bool blocked(const ScaleInfo& s) { return s.arrangement == Arrangement::k_blocks || s.arrangement == Arrangement::tiles; }
+bool blocked(const ScaleInfo& s) {
+  return s.arrangement == Arrangement::k_blocks || s.arrangement == Arrangement::tiles;
+}
 
 ScaleInfo scale_info(const Quantization& q) {
   ScaleInfo s;
@@ -86,8 +88,8 @@ std::optional<std::pair<int, std::string>> scale_problem(const PassContract& p) 
   for (const auto& [i, s] : {std::pair{0, sa}, std::pair{1, sb}})
     if (s.arrangement == Arrangement::unsupported) return std::pair{i, std::string(s.why)};
   auto refuse = [&](int i, const std::string& what) {
-    return std::optional<std::pair<int, std::string>>{std::pair{i, name + " " + what + ", not " +
-                                                                       scale_text(i == 0 ? sa : sb)}};
+    return std::optional<std::pair<int, std::string>>{
+        std::pair{i, name + " " + what + ", not " + scale_text(i == 0 ? sa : sb)}};
   };
   const bool takes_blocks = proc.scales != ScaleLayout::none;
   if (!takes_blocks) {
@@ -102,7 +104,8 @@ std::optional<std::pair<int, std::string>> scale_problem(const PassContract& p) 
       if (per_tensor_or_none(sa) && per_tensor_or_none(sb)) return std::nullopt;
       if (!blocked(sa)) return refuse(0, "takes block scales on both operands or on neither");
       if (!blocked(sb)) return refuse(1, "takes block scales on both operands or on neither");
-      if (!same_format(*sa.format, *sb.format)) return refuse(1, std::string("needs A's scale format, ") + sa.format->name);
+      if (!same_format(*sa.format, *sb.format))
+        return refuse(1, std::string("needs A's scale format, ") + sa.format->name);
       if (sa.block_k != sb.block_k) return refuse(1, "needs A's block along K, " + std::to_string(sa.block_k));
       if (same_format(*sa.format, formats::f32)) {
         // f32 block scales: A per 1x128, B per 128x128 (DeepGEMM's layout, gemm::scale_shape).
@@ -118,8 +121,8 @@ std::optional<std::pair<int, std::string>> scale_problem(const PassContract& p) 
       const Format& want = m.scale_block == 16 ? formats::ue4m3 : formats::e8m0;
       for (const auto& [i, s] : {std::pair{0, sa}, std::pair{1, sb}})
         if (!blocked(s) || !same_format(*s.format, want) || s.block_k != m.scale_block)
-          return refuse(i, std::string("takes ") + want.name + " scales per " + std::to_string(m.scale_block) +
-                               " elements of K");
+          return refuse(
+              i, std::string("takes ") + want.name + " scales per " + std::to_string(m.scale_block) + " elements of K");
       return std::nullopt;
     }
     case ScaleLayout::deepgemm_1x128:

@@ -202,14 +202,17 @@ constexpr NamedContract table[] = {
     {"deepseek-v3@sm90", "DeepSeek-V3 1x128 / 128x128 FP8, promotion every 128 (arXiv 2412.19437 §3.3, DeepGEMM)",
      deepseek_v3_sm90},
     {"te-block@sm90", "Transformer Engine Float8BlockScaling on Hopper (TE recipe/__init__.py)", te_block_sm90},
-    {"te-mxfp8@sm100", "Transformer Engine MXFP8BlockScaling on Blackwell, unverified on hardware (TE recipe/__init__.py)",
+    {"te-mxfp8@sm100",
+     "Transformer Engine MXFP8BlockScaling on Blackwell, unverified on hardware (TE recipe/__init__.py)",
      te_mxfp8_sm100},
     {"te-nvfp4@sm100",
-     "Transformer Engine NVFP4BlockScaling on Blackwell, fprop and dgrad, unverified on hardware (TE recipe/__init__.py)",
+     "Transformer Engine NVFP4BlockScaling on Blackwell, fprop and dgrad, unverified on hardware (TE "
+     "recipe/__init__.py)",
      te_nvfp4_sm100},
-    {"torchao-mxfp8@sm100", "torchao MXLinear MXFP8 on Blackwell, unverified on hardware (torchao prototype/mx_formats)",
-     torchao_mxfp8_sm100},
-    {"torchao-nvfp4@sm100", "torchao single-level NVFP4 linear on Blackwell, unverified on hardware (torchao nvfp4_tensor)",
+    {"torchao-mxfp8@sm100",
+     "torchao MXLinear MXFP8 on Blackwell, unverified on hardware (torchao prototype/mx_formats)", torchao_mxfp8_sm100},
+    {"torchao-nvfp4@sm100",
+     "torchao single-level NVFP4 linear on Blackwell, unverified on hardware (torchao nvfp4_tensor)",
      torchao_nvfp4_sm100},
 };
 

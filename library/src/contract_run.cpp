@@ -5,8 +5,8 @@
 #include <string>
 
 #include "contract_layout.hpp"
-#include "lowbit/convert.hpp"
 #include "lowbit/contract.hpp"
+#include "lowbit/convert.hpp"
 #include "lowbit/philox.hpp"
 #include "lowbit/text.hpp"
 
@@ -44,25 +44,26 @@ Dims check_inputs(const Contract& c, const PassContract& p, const Inputs& in) {
   const std::string pass = name(p.pass);
   for (Operand t : all<Operand>())
     if ((t == ops.a || t == ops.b) && !input(in, t))
-      throw ArgumentError(name(t), pass + " reads " + name(ops.a) + " and " + name(ops.b) + "; " + name(t) + " is missing");
+      throw ArgumentError(name(t),
+                          pass + " reads " + name(ops.a) + " and " + name(ops.b) + "; " + name(t) + " is missing");
   for (Operand t : all<Operand>()) {
     const bool needed = t == ops.a || t == ops.b;
     const auto& a = input(in, t);
-    if (!needed && a) throw ArgumentError(name(t), pass + " reads " + name(ops.a) + " and " + name(ops.b) + ", not " + name(t));
+    if (!needed && a)
+      throw ArgumentError(name(t), pass + " reads " + name(ops.a) + " and " + name(ops.b) + ", not " + name(t));
     if (!a) continue;
     if (a->shape.size() != 2 || a->shape[0] < 1 || a->shape[1] < 1)
       throw ArgumentError(name(t), "expected a 2-D array with no empty dimension");
-    if (a->shape[0] > (1u << 20) || a->shape[1] > (1u << 20))
-      throw ArgumentError(name(t), "a dimension over 2^20");
+    if (a->shape[0] > (1u << 20) || a->shape[1] > (1u << 20)) throw ArgumentError(name(t), "a dimension over 2^20");
     if (!same_format(*a->format, c.storage_of(t)))
-      throw ArgumentError(name(t), std::string("holds ") + a->format->name + "; the contract stores " + name(t) + " as " +
-                                       c.storage_of(t).name);
+      throw ArgumentError(name(t), std::string("holds ") + a->format->name + "; the contract stores " + name(t) +
+                                       " as " + c.storage_of(t).name);
   }
   Dims d;
   auto agree = [&](Operand t, std::uint64_t got, std::uint64_t want, const char* dim, const std::string& why) {
     if (got != want)
-      throw ArgumentError(name(t), "is " + shape_words(*input(in, t)) + "; " + dim + " must be " + std::to_string(want) +
-                                       " (" + why + ")");
+      throw ArgumentError(name(t), "is " + shape_words(*input(in, t)) + "; " + dim + " must be " +
+                                       std::to_string(want) + " (" + why + ")");
   };
   switch (p.pass) {
     case Pass::fprop:
@@ -79,7 +80,8 @@ Dims check_inputs(const Contract& c, const PassContract& p, const Inputs& in) {
       break;
   }
   const std::uint64_t out = static_cast<std::uint64_t>(d.rows) * static_cast<std::uint64_t>(d.cols);
-  if (out > (std::uint64_t{1} << 28)) throw ArgumentError(pass == "fprop" ? "w" : "x", "the output would exceed 2^28 elements");
+  if (out > (std::uint64_t{1} << 28))
+    throw ArgumentError(pass == "fprop" ? "w" : "x", "the output would exceed 2^28 elements");
   return d;
 }
 
@@ -91,7 +93,8 @@ void check_step_inputs(const PassContract& p, const Inputs& in, const Dims& d) {
     if (s.kind == StepKind::bias) bias = &s;
     if (s.kind == StepKind::residual) residual = &s;
   }
-  for (const auto& [id, step, arr] : {std::tuple{"bias", bias, &in.bias}, std::tuple{"residual", residual, &in.residual}}) {
+  for (const auto& [id, step, arr] :
+       {std::tuple{"bias", bias, &in.bias}, std::tuple{"residual", residual, &in.residual}}) {
     if (step && !*arr) throw ArgumentError(id, std::string("the epilogue's ") + id + " step needs it; it is missing");
     if (!step && *arr) throw ArgumentError(id, std::string("the ") + name(p.pass) + " epilogue has no " + id + " step");
     if (!step) continue;
@@ -109,20 +112,23 @@ void check_step_inputs(const PassContract& p, const Inputs& in, const Dims& d) {
 }
 
 // An input's values in the rows-along-K form the quantizer reads (transposed when the pass says so).
-S::Tensor along_k(const Array& a, bool transposed) {
+S::Tensor along_k(const Array& a, Form form) {
   const int r = static_cast<int>(rows_of(a)), c = static_cast<int>(cols_of(a));
   S::Tensor t{r, c, std::vector<float>(a.codes.size())};
   for (std::size_t i = 0; i < a.codes.size(); ++i)
-    t.data[i] = std::bit_cast<float>(static_cast<std::uint32_t>(convert(*a.format, a.codes[i], formats::f32, Policy{}).code));
-  return transposed ? S::transpose(t) : t;
+    t.data[i] =
+        std::bit_cast<float>(static_cast<std::uint32_t>(convert(*a.format, a.codes[i], formats::f32, Policy{}).code));
+  return form == Form::transposed ? S::transpose(t) : t;
 }
 // The same as codes of the storage format (an operand that is not quantized).
-Matrix codes_along_k(const Array& a, bool transposed) {
+Matrix codes_along_k(const Array& a, Form form) {
+  const bool transposed = form == Form::transposed;
   const int r = static_cast<int>(rows_of(a)), c = static_cast<int>(cols_of(a));
   Matrix m{a.format, transposed ? c : r, transposed ? r : c, a.codes};
   if (transposed)
     for (int i = 0; i < r; ++i)
-      for (int j = 0; j < c; ++j) m.codes[static_cast<std::size_t>(j) * r + i] = a.codes[static_cast<std::size_t>(i) * c + j];
+      for (int j = 0; j < c; ++j)
+        m.codes[static_cast<std::size_t>(j) * r + i] = a.codes[static_cast<std::size_t>(i) * c + j];
   return m;
 }
 Matrix transposed(const Matrix& m) {
@@ -133,23 +139,23 @@ Matrix transposed(const Matrix& m) {
 }
 
 struct QuantizedOperand {
-  Matrix codes;                       // rows along K
-  std::optional<S::Quantized> q;      // the quantizer's result
+  Matrix codes;                   // rows along K
+  std::optional<S::Quantized> q;  // the quantizer's result
   layout::ScaleInfo info;
 };
 
-QuantizedOperand quantize_operand(const Quantization& qz, const Array& a, bool transposed_form, Operand t,
-                                  const Inputs& in) {
+QuantizedOperand quantize_operand(const Quantization& qz, const Array& a, Form form, Operand t, const Inputs& in) {
   QuantizedOperand out;
   out.info = layout::scale_info(qz);
   if (!qz.recipe) {
-    out.codes = codes_along_k(a, transposed_form);
+    out.codes = codes_along_k(a, form);
     return out;
   }
-  const S::Tensor x = along_k(a, transposed_form);
+  const S::Tensor x = along_k(a, form);
   std::vector<std::uint32_t> rbits;
   if (is_stochastic(qz.options.element_policy.rounding)) {
-    if (!in.sr_seed) throw ArgumentError("sr_seed", std::string(name(t)) + "'s quantization rounds stochastically: a seed is needed");
+    if (!in.sr_seed)
+      throw ArgumentError("sr_seed", std::string(name(t)) + "'s quantization rounds stochastically: a seed is needed");
     rbits.resize(x.data.size());
     for (std::size_t i = 0; i < rbits.size(); ++i)
       rbits[i] = philox::sr_bits(*in.sr_seed, i, qz.options.element_policy.sr_bits);
@@ -159,10 +165,13 @@ QuantizedOperand quantize_operand(const Quantization& qz, const Array& a, bool t
   return out;
 }
 
-// The block scales of an operand as the procedure reads them: A as rows x K blocks, B as K blocks x columns
-// (`per_column`: one scale per column; otherwise one per tile of 128 columns, DeepGEMM's weights).
-Matrix block_scales(const QuantizedOperand& o, bool is_b, bool per_column) {
+// Where a procedure reads an operand's block scales: A's as rows x K blocks (one per row, a tile's scale
+// repeated over its rows); B's as K blocks x columns, one per column, or one per tile of columns (DeepGEMM's
+// 128x128 weights).
+enum class ScaleSide : std::uint8_t { a_per_row, b_per_column, b_per_tile };
+Matrix block_scales(const QuantizedOperand& o, ScaleSide side) {
   const S::Quantized& q = *o.q;
+  const bool per_column = side != ScaleSide::b_per_tile;
   const int kb = q.scale_cols();
   const int rows = per_column ? q.rows : q.scale_rows();
   Matrix m{o.info.format, rows, kb, std::vector<std::uint64_t>(static_cast<std::size_t>(rows) * kb)};
@@ -170,25 +179,32 @@ Matrix block_scales(const QuantizedOperand& o, bool is_b, bool per_column) {
     for (int k = 0; k < kb; ++k) {
       const int sr = per_column ? r / q.block_rows : r;
       std::uint64_t code = q.scales[static_cast<std::size_t>(sr) * kb + k];
-      if (!same_format(*q.scale_format, *o.info.format)) code = convert(*q.scale_format, code, *o.info.format, Policy{}).code;
+      if (!same_format(*q.scale_format, *o.info.format))
+        code = convert(*q.scale_format, code, *o.info.format, Policy{}).code;
       m.codes[static_cast<std::size_t>(r) * kb + k] = code;
     }
-  return is_b ? transposed(m) : m;
+  return side == ScaleSide::a_per_row ? m : transposed(m);
 }
 
-void add_quantized_stages(RunResult& r, const std::string& who, const QuantizedOperand& o, bool transposed_form) {
+void add_quantized_stages(RunResult& r, const std::string& who, const QuantizedOperand& o, Form form) {
   if (!o.q) return;
   const S::Quantized& q = *o.q;
   const std::string stage = who + ".quantized";
-  const std::string form = transposed_form ? who + "ᵀ" : who;
-  r.stages.push_back({stage, "codes", form + "'s codes, rows along the reduction dimension",
-                      {q.element, {static_cast<std::uint64_t>(q.rows), static_cast<std::uint64_t>(q.cols)}, o.codes.codes}});
-  r.stages.push_back({stage, "scales", "the decode scales, one per block in block order",
+  const std::string shown = form == Form::transposed ? who + "ᵀ" : who;
+  r.stages.push_back(
+      {stage,
+       "codes",
+       shown + "'s codes, rows along the reduction dimension",
+       {q.element, {static_cast<std::uint64_t>(q.rows), static_cast<std::uint64_t>(q.cols)}, o.codes.codes}});
+  r.stages.push_back({stage,
+                      "scales",
+                      "the decode scales, one per block in block order",
                       {q.scale_format,
                        {static_cast<std::uint64_t>(q.scale_rows()), static_cast<std::uint64_t>(q.scale_cols())},
                        q.scales}});
   if (q.tensor_scale)
-    r.stages.push_back({stage, "tensor_scale", "the NVFP4 tensor decode scale", {&formats::f32, {1}, {*q.tensor_scale}}});
+    r.stages.push_back(
+        {stage, "tensor_scale", "the NVFP4 tensor decode scale", {&formats::f32, {1}, {*q.tensor_scale}}});
 }
 
 std::uint32_t per_tensor_scale(const QuantizedOperand& o) {
@@ -207,8 +223,8 @@ std::vector<std::uint64_t> multiply(const PassContract& p, const QuantizedOperan
   Matrix as, bs;
   if (layout::blocked(a.info) && layout::blocked(b.info)) {
     const bool f32_tiles = same_format(*a.info.format, formats::f32);
-    as = block_scales(a, false, true);
-    bs = block_scales(b, true, !f32_tiles);
+    as = block_scales(a, ScaleSide::a_per_row);
+    bs = block_scales(b, f32_tiles ? ScaleSide::b_per_tile : ScaleSide::b_per_column);
     ops.a_scales = &as;
     ops.b_scales = &bs;
     ops.scale_block = a.info.block_k;
@@ -225,8 +241,11 @@ Array f32_array(const Dims& d, std::vector<std::uint64_t> v) {
   return {&formats::f32, {static_cast<std::uint64_t>(d.rows), static_cast<std::uint64_t>(d.cols)}, std::move(v)};
 }
 
-// f32 arrays in the output's shape, for gemm::apply_epilogue's C.
-Matrix as_c(const Array& a, const Dims& d, bool broadcast_rows) {
+// f32 arrays in the output's shape, for gemm::apply_epilogue's C: a residual as it is, a bias vector repeated
+// over the rows.
+enum class Spread : std::uint8_t { whole, over_rows };
+Matrix as_c(const Array& a, const Dims& d, Spread spread) {
+  const bool broadcast_rows = spread == Spread::over_rows;
   Matrix c{&formats::f32, d.rows, d.cols, std::vector<std::uint64_t>(static_cast<std::size_t>(d.rows) * d.cols)};
   for (int i = 0; i < d.rows; ++i)
     for (int j = 0; j < d.cols; ++j) {
@@ -263,12 +282,12 @@ void apply(const Step& s, std::size_t index, const EpilogueScales& scales, const
       y = gemm::apply_epilogue(y, nullptr, s.alpha, 0, scales.a, scales.b);
       break;
     case StepKind::bias: {
-      const Matrix c = as_c(*in.bias, d, true);
+      const Matrix c = as_c(*in.bias, d, Spread::over_rows);
       y = gemm::apply_epilogue(y, &c, one, one, one, one);
       break;
     }
     case StepKind::residual: {
-      const Matrix c = as_c(*in.residual, d, false);
+      const Matrix c = as_c(*in.residual, d, Spread::whole);
       y = gemm::apply_epilogue(y, &c, one, s.beta, one, one);
       break;
     }
@@ -293,7 +312,9 @@ void apply(const Step& s, std::size_t index, const EpilogueScales& scales, const
       std::vector<float> f(y.size());
       for (std::size_t i = 0; i < y.size(); ++i) f[i] = value(y[i]);
       const float m = S::amax(f.data(), f.size(), 1, S::AmaxNan::ignore);
-      r.stages.push_back({"amax", "", "the largest |y| before the output cast (fmaxf: NaN ignored)",
+      r.stages.push_back({"amax",
+                          "",
+                          "the largest |y| before the output cast (fmaxf: NaN ignored)",
                           {&formats::f32, {1}, {std::bit_cast<std::uint32_t>(m)}}});
       return;
     }
@@ -303,12 +324,14 @@ void apply(const Step& s, std::size_t index, const EpilogueScales& scales, const
       Array out{s.format, {static_cast<std::uint64_t>(d.rows), static_cast<std::uint64_t>(d.cols)}, {}};
       out.codes.reserve(scaled.size());
       for (std::uint64_t v : scaled) out.codes.push_back(convert(formats::f32, v, *s.format, s.policy).code);
-      r.stages.push_back({"output", "", std::string("the output: y times the output scale, cast into ") + s.format->name,
+      r.stages.push_back({"output", "",
+                          std::string("the output: y times the output scale, cast into ") + s.format->name,
                           std::move(out)});
       return;
     }
   }
-  r.stages.push_back({stage, "", std::string("after epilogue step ") + std::to_string(index) + " (" + name(s.kind) + ")",
+  r.stages.push_back({stage, "",
+                      std::string("after epilogue step ") + std::to_string(index) + " (" + name(s.kind) + ")",
                       f32_array(d, y)});
 }
 
@@ -326,10 +349,10 @@ RunResult run(const Contract& c, Pass pass, const Inputs& in) {
   const PassOperands ops = operands_of(pass);
   RunResult r;
   // A in its rows-along-K form; B's rows-along-K form is the tensor (fprop's W) or its transpose.
-  const QuantizedOperand a = quantize_operand(p->a, *input(in, ops.a), ops.a_transposed, ops.a, in);
-  const QuantizedOperand b = quantize_operand(p->b, *input(in, ops.b), ops.b_transposed, ops.b, in);
-  add_quantized_stages(r, name(ops.a), a, ops.a_transposed);
-  add_quantized_stages(r, name(ops.b), b, ops.b_transposed);
+  const QuantizedOperand a = quantize_operand(p->a, *input(in, ops.a), ops.a_form, ops.a, in);
+  const QuantizedOperand b = quantize_operand(p->b, *input(in, ops.b), ops.b_form, ops.b, in);
+  add_quantized_stages(r, name(ops.a), a, ops.a_form);
+  add_quantized_stages(r, name(ops.b), b, ops.b_form);
   std::vector<std::uint64_t> y = multiply(*p, a, b);
   r.stages.push_back({"accumulator", "",
                       std::string("the f32 result of ") + p->procedure->name +

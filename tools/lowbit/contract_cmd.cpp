@@ -34,7 +34,8 @@ K::Contract load_contract(const std::string& what, const std::string& option) {
   if (auto c = K::find_named(what)) return *c;
   std::error_code ec;
   if (!std::filesystem::exists(what, ec))
-    throw InputError(option + ": '" + echo_text(what) + "' is neither a named contract (see lowbit contract list) nor a file");
+    throw InputError(option + ": '" + echo_text(what) +
+                     "' is neither a named contract (see lowbit contract list) nor a file");
   const std::string text = read_all(what, option);
   nlohmann::json doc;
   try {
@@ -47,7 +48,8 @@ K::Contract load_contract(const std::string& what, const std::string& option) {
   try {
     return K::parse(doc);
   } catch (const ArgumentError& e) {
-    throw InputError(option + ": '" + echo_text(what) + "': " + (e.argument.empty() ? "" : e.argument + ": ") + e.what());
+    throw InputError(option + ": '" + echo_text(what) + "': " + (e.argument.empty() ? "" : e.argument + ": ") +
+                     e.what());
   }
 }
 
@@ -91,15 +93,14 @@ K::Array read_input(const std::string& path, const std::string& option, std::siz
   io::NpyArray t;
   try {
     t = io::read_npy(path);
-  } catch (const io::FileError& e) {
-    throw InputError(option + ": " + e.what());
-  }
+  } catch (const io::FileError& e) { throw InputError(option + ": " + e.what()); }
   const Format* f = t.dtype == io::DType::f32   ? &formats::f32
                     : t.dtype == io::DType::f16 ? &formats::f16
                     : t.dtype == io::DType::u16 ? &formats::bf16
                                                 : nullptr;
   if (!f)
-    throw InputError(option + ": '" + echo_text(path) + "' holds '" + std::string(io::npy_descr(t.dtype).value_or("?")) +
+    throw InputError(option + ": '" + echo_text(path) + "' holds '" +
+                     std::string(io::npy_descr(t.dtype).value_or("?")) +
                      "'; expected f32 ('<f4'), f16 ('<f2') or bf16 bit patterns ('<u2')");
   if (t.rank() != rank)
     throw InputError(option + ": '" + echo_text(path) + "' is " + std::to_string(t.rank()) + "-D; expected " +
@@ -135,7 +136,8 @@ void run_show(const ContractOptions& o) {
            policy_text(q->options.element_policy) + ")\n";
     }
     s += "  epilogue:";
-    for (const K::Step& st : p.epilogue) s += std::string(" ") + name(st.kind) + (st.format ? std::string("(") + st.format->name + ")" : "");
+    for (const K::Step& st : p.epilogue)
+      s += std::string(" ") + name(st.kind) + (st.format ? std::string("(") + st.format->name + ")" : "");
     s += "\n";
   }
   write_all("-", s, "--out");
@@ -184,8 +186,11 @@ void run_run(const ContractOptions& o) {
       if (!*slot) continue;
       const std::string file = std::string("inputs/") + key + ".npy";
       const std::string sum = add(file, npy_bytes(**slot));
-      manifest["inputs"].push_back(
-          {{"name", key}, {"path", file}, {"format", (*slot)->format->name}, {"shape", (*slot)->shape}, {"sha256", sum}});
+      manifest["inputs"].push_back({{"name", key},
+                                    {"path", file},
+                                    {"format", (*slot)->format->name},
+                                    {"shape", (*slot)->shape},
+                                    {"sha256", sum}});
     }
     for (const K::Stage& s : r.stages) {
       const std::string sum = add(s.file(), npy_bytes(s.array));
@@ -197,9 +202,7 @@ void run_run(const ContractOptions& o) {
     }
     out.add("manifest.json", manifest.dump(1) + "\n");
     out.commit();
-  } catch (const io::FileError& e) {
-    throw InputError(std::string("--out: ") + e.what());
-  }
+  } catch (const io::FileError& e) { throw InputError(std::string("--out: ") + e.what()); }
 }
 
 // The manifest of a folder `contract run` wrote, its files' checksums verified.
@@ -220,9 +223,7 @@ K::Array read_stage(const std::string& path, const Format& f, const std::string&
   io::NpyArray t;
   try {
     t = io::read_npy(path);
-  } catch (const io::FileError& e) {
-    throw InputError(option + ": " + e.what());
-  }
+  } catch (const io::FileError& e) { throw InputError(option + ": " + e.what()); }
   const io::DType want = dtype_of(f);
   const bool bf16_bits = want == io::DType::bf16 && t.dtype == io::DType::u16;
   if (t.dtype != want && !bf16_bits) {
@@ -261,7 +262,8 @@ int run_check(const ContractOptions& o) {
     }
     const K::Array got = read_stage(got_path, *f, "--results");
     if (!got.format) {
-      text += file + ": error: holds another dtype than " + std::string(io::npy_descr(dtype_of(*f)).value_or("?")) + "\n";
+      text +=
+          file + ": error: holds another dtype than " + std::string(io::npy_descr(dtype_of(*f)).value_or("?")) + "\n";
       ++differing;
       if (first_stage.empty()) first_stage = file;
       continue;
@@ -289,8 +291,8 @@ int run_check(const ContractOptions& o) {
         at = std::to_string(rem % want.shape[i]) + (at.empty() ? "" : ", ") + at;
         rem /= want.shape[i];
       }
-      text += "  " + stage + (e.contains("part") ? "." + e["part"].get<std::string>() : "") + "[" + at + "]: expected " +
-              code_and_value(*f, d.expected) + ", actual " + code_and_value(*f, d.actual) + "\n";
+      text += "  " + stage + (e.contains("part") ? "." + e["part"].get<std::string>() : "") + "[" + at +
+              "]: expected " + code_and_value(*f, d.expected) + ", actual " + code_and_value(*f, d.actual) + "\n";
     }
   }
   if (!output_compared && differing == 0) {
@@ -309,7 +311,8 @@ int run_check(const ContractOptions& o) {
 
 void add_contract(CLI::App& app) {
   auto o = std::make_shared<ContractOptions>();
-  auto* sub = app.add_subcommand("contract", "Precision contracts: a whole GEMM-based op, stage by stage (docs/contract.md)");
+  auto* sub =
+      app.add_subcommand("contract", "Precision contracts: a whole GEMM-based op, stage by stage (docs/contract.md)");
   sub->require_subcommand(1);
   auto* list = sub->add_subcommand("list", "Print each named contract: its name, a tab, a description with its source");
   list->callback([] { guarded([] { run_list(); }); });
@@ -330,10 +333,12 @@ void add_contract(CLI::App& app) {
   run->add_option("--out", o->out, "Folder to write (replaced whole; empty, new or a previous run's)")->required();
   run->callback([o] { guarded([o] { run_run(*o); }); });
   auto* check = sub->add_subcommand(
-      "check", "Compare a kernel's stage files bit for bit: exit 0 all equal, 1 differences or no output compared, 2 bad input");
+      "check",
+      "Compare a kernel's stage files bit for bit: exit 0 all equal, 1 differences or no output compared, 2 bad input");
   check->add_option("--contract", o->contract, "The contract the run was made with")->required();
   check->add_option("--inputs", o->inputs, "The folder `lowbit contract run` wrote")->required();
-  check->add_option("--results", o->results, "The kernel's files, named as the stages (output.npy at least)")->required();
+  check->add_option("--results", o->results, "The kernel's files, named as the stages (output.npy at least)")
+      ->required();
   check->callback([o] {
     int rc = 0;
     guarded([&] { rc = run_check(*o); });

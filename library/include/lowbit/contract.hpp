@@ -17,13 +17,12 @@
 // (W for fprop, Wᵀ for dgrad, Xᵀ for wgrad), which is TE's rowwise or columnwise copy of that tensor.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "lowbit/error.hpp"
 #include "lowbit/format.hpp"
@@ -66,27 +65,31 @@ inline constexpr Named<Hardware> hardware_names[] = {
 };
 constexpr const auto& names_of(Hardware) { return hardware_names; }
 
+// How an operand's rows-along-the-reduction form is made from the tensor as stored.
+enum class Form : std::uint8_t { as_stored, transposed };
+
 // The GEMM operands of a pass: A (rows along the reduction) and B (given as its transpose, rows along the
 // reduction too).
 struct PassOperands {
   Operand a;
-  bool a_transposed;  // A is the transpose of the tensor (wgrad's dYᵀ)
+  Form a_form;  // transposed: wgrad's dYᵀ
   Operand b;
-  bool b_transposed;  // B's rows-along-reduction form is the tensor's transpose (dgrad's Wᵀ, wgrad's Xᵀ)
+  Form b_form;  // transposed: dgrad's Wᵀ, wgrad's Xᵀ
 };
 constexpr PassOperands operands_of(Pass p) {
   switch (p) {
-    case Pass::fprop: return {Operand::x, false, Operand::w, false};
-    case Pass::dgrad: return {Operand::dy, false, Operand::w, true};
-    case Pass::wgrad: return {Operand::dy, true, Operand::x, true};
+    case Pass::fprop: return {Operand::x, Form::as_stored, Operand::w, Form::as_stored};
+    case Pass::dgrad: return {Operand::dy, Form::as_stored, Operand::w, Form::transposed};
+    case Pass::wgrad: return {Operand::dy, Form::transposed, Operand::x, Form::transposed};
   }
-  return {Operand::x, false, Operand::w, false};
+  return {Operand::x, Form::as_stored, Operand::w, Form::as_stored};
 }
 
 // The epilogue's steps, applied in order to the f32 result of the GEMM (docs/contract.md "Epilogue").
 enum class StepKind : std::uint8_t { dequantize, bias, residual, relu, clamp, amax, cast };
 inline constexpr Named<StepKind> step_names[] = {
-    {StepKind::dequantize, "dequantize", "the per-tensor (and NVFP4 tensor) scales and alpha, as cuBLASLt applies them"},
+    {StepKind::dequantize, "dequantize",
+     "the per-tensor (and NVFP4 tensor) scales and alpha, as cuBLASLt applies them"},
     {StepKind::bias, "bias", "a bias vector of N added in f32"},
     {StepKind::residual, "residual", "an [M, N] residual, times beta, added in f32"},
     {StepKind::relu, "relu", "max(y, +0); NaN passes"},
