@@ -25,5 +25,7 @@ void add_vectors(CLI::App& app);
 void add_report(CLI::App& app);
 // `lowbit merge`: merge_cmd.cpp.
 void add_merge(CLI::App& app);
+// `lowbit contract`: contract_cmd.cpp.
+void add_contract(CLI::App& app);
 
 }  // namespace lowbit::cli

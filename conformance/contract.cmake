@@ -1,0 +1,12 @@
+# Precision contracts (`lowbit contract`): a hand-derived contract, every named contract's fprop against an
+# independent composition of `lowbit quantize`, `lowbit gemm` and the epilogue in numpy, and the refusals of
+# bad contracts and inputs.  pytest through the `lowbit` executable; ml_dtypes (requirements.txt) for the
+# composition's bf16 cast, its tests skipped with the reason where it is missing.
+find_package(Python3 COMPONENTS Interpreter)
+if(NOT Python3_Interpreter_FOUND)
+  message(WARNING "lowbit: no Python 3 interpreter; the contract tests are not registered")
+  return()
+endif()
+add_test(NAME contract_cli
+         COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider -rs ${CMAKE_CURRENT_SOURCE_DIR}/contract/test_contract_cli.py)
+set_tests_properties(contract_cli PROPERTIES LABELS quick TIMEOUT 600 ENVIRONMENT "LOWBIT=$<TARGET_FILE:lowbit>")

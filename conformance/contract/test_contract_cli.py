@@ -1,0 +1,406 @@
+"""`lowbit contract` (issue 21): a small contract whose every stage is derived by hand below; every named
+contract's fprop against an independent composition of `lowbit quantize`, `lowbit gemm` and the epilogue steps
+restated here in numpy float32 arithmetic (ml_dtypes for the bf16 cast); bad contracts and inputs refused with
+exit 2, the JSON path or the argument named, and nothing written.
+"""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+LOWBIT = os.environ.get("LOWBIT", "lowbit")
+
+
+def run(args):
+    p = subprocess.run([LOWBIT, *args], capture_output=True, check=False)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def ok(args):
+    rc, out, err = run(args)
+    assert rc == 0, err
+    return out
+
+
+def stage(d, name):
+    return np.load(os.path.join(d, name))
+
+
+def bits(a):
+    return [int(v) for v in np.asarray(a).view(np.uint32 if np.asarray(a).dtype == np.float32 else np.asarray(a).dtype).ravel()]
+
+
+# ---- a contract derived by hand ----------------------------------------------------------------------------
+#
+# X = [[448, -224, 1, 0]], W = [[1, 2, 4, 448], [-0.5, 0.25, 448, 3]], f32 storage, per-tensor e4m3 (rne,
+# satfinite), the exact GEMM, then dequantize with alpha 0.5, clamp to [-3, 50], amax, cast to e4m3 times 8.
+#  * Both amaxes are 448, so each scale is fp32(448 / 448) = 1 and each decode scale 1 (0x3f800000).
+#  * X's codes: 448 = 1.75 * 2^8 -> 0x7e; -224 = -1.75 * 2^7 -> 0xf6; 1 -> 0x38; 0 -> 0x00.
+#    W's codes: 1 -> 0x38, 2 -> 0x40, 4 -> 0x48, 448 -> 0x7e; -0.5 -> 0xb0, 0.25 -> 0x28, 448 -> 0x7e,
+#    3 = 1.5 * 2 -> 0x44.
+#  * accumulator: 448*1 - 224*2 + 1*4 + 0 = 4 (0x40800000); 448*-0.5 - 224*0.25 + 448 + 0 = 168 = 1.3125 * 2^7
+#    (0x43280000).
+#  * dequantize: fp32(fp32(1 * 1) * 0.5) * acc = [2, 84]: 0x40000000, 84 = 1.3125 * 2^6 -> 0x42a80000.
+#  * clamp: [2, 50]: 50 = 1.5625 * 2^5 -> 0x42480000.  amax: 50 (0x42480000).
+#  * cast: [16, 400]; 16 -> 0x58; 400 lies halfway between 384 (0x7c) and 416 (0x7d): ties to even, 0x7c.
+HAND = {
+    "lowbit_contract": 1,
+    "name": "hand",
+    "storage": {"x": "f32", "w": "f32"},
+    "passes": {
+        "fprop": {
+            "x": {"quantize": {"quantization_format": "tensor", "element": "e4m3"}},
+            "w": {"quantize": {"quantization_format": "tensor", "element": "e4m3"}},
+            "procedure": "exact",
+            "epilogue": [
+                {"step": "dequantize", "alpha": "0x3f000000"},
+                {"step": "clamp", "min": -3, "max": 50},
+                {"step": "amax"},
+                {"step": "cast", "format": "e4m3", "scale": 8, "overflow": "satfinite"},
+            ],
+        }
+    },
+}
+
+
+def to_bf16_bits(a):
+    # bf16 bit patterns, rounded to nearest even (NaN kept quiet): the inputs' storage.
+    b = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(np.asarray(a, dtype=np.float32))
+    r[nan] = ((b[nan] >> 16) | 0x40).astype(np.uint16)
+    return r
+
+
+def write(tmp_path, name, obj):
+    p = tmp_path / name
+    p.write_text(json.dumps(obj))
+    return str(p)
+
+
+def hand_inputs(tmp_path):
+    x = np.array([[448, -224, 1, 0]], dtype=np.float32)
+    w = np.array([[1, 2, 4, 448], [-0.5, 0.25, 448, 3]], dtype=np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "w.npy", w)
+    return str(tmp_path / "x.npy"), str(tmp_path / "w.npy")
+
+
+def test_hand_derived_stages(tmp_path):
+    c = write(tmp_path, "hand.json", HAND)
+    x, w = hand_inputs(tmp_path)
+    out = str(tmp_path / "run")
+    ok(["contract", "run", "--contract", c, "--x", x, "--w", w, "--out", out])
+    assert bits(stage(out, "x.quantized.codes.npy")) == [0x7E, 0xF6, 0x38, 0x00]
+    assert bits(stage(out, "x.quantized.scales.npy")) == [0x3F800000]
+    assert bits(stage(out, "w.quantized.codes.npy")) == [0x38, 0x40, 0x48, 0x7E, 0xB0, 0x28, 0x7E, 0x44]
+    assert bits(stage(out, "w.quantized.scales.npy")) == [0x3F800000]
+    assert bits(stage(out, "accumulator.npy")) == [0x40800000, 0x43280000]
+    assert bits(stage(out, "epilogue[0].dequantize.npy")) == [0x40000000, 0x42A80000]
+    assert bits(stage(out, "epilogue[1].clamp.npy")) == [0x40000000, 0x42480000]
+    assert bits(stage(out, "amax.npy")) == [0x42480000]
+    assert bits(stage(out, "output.npy")) == [0x58, 0x7C]
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    names = [(s["stage"], s.get("part")) for s in manifest["stages"]]
+    assert names[:4] == [("x.quantized", "codes"), ("x.quantized", "scales"), ("w.quantized", "codes"),
+                         ("w.quantized", "scales")]
+    assert ("accumulator", None) in names and ("output", None) in names and ("amax", None) in names
+
+
+def test_check_names_stage_index_and_values(tmp_path):
+    c = write(tmp_path, "hand.json", HAND)
+    x, w = hand_inputs(tmp_path)
+    out, res = tmp_path / "run", tmp_path / "kernel"
+    ok(["contract", "run", "--contract", c, "--x", x, "--w", w, "--out", str(out)])
+    res.mkdir()
+    np.save(res / "output.npy", np.array([[0x58, 0x7C]], dtype=np.uint8))
+    rc, text, err = run(["contract", "check", "--contract", c, "--inputs", str(out), "--results", str(res)])
+    assert rc == 0, err + text
+    # A kernel that rounded 400 up, and whose accumulator lost 168's low bit.
+    np.save(res / "output.npy", np.array([[0x58, 0x7D]], dtype=np.uint8))
+    np.save(res / "accumulator.npy", np.array([[4, 168.0001]], dtype=np.float32))
+    rc, text, _ = run(["contract", "check", "--contract", c, "--inputs", str(out), "--results", str(res)])
+    assert rc == 1
+    assert "accumulator[0, 1]: expected 0x43280000 (168)" in text
+    assert "output[0, 1]: expected 0x7c (384), actual 0x7d (416)" in text
+    assert "first differing stage accumulator.npy" in text
+    # No output supplied: nothing of the kernel's result compared.
+    (res / "output.npy").unlink()
+    (res / "accumulator.npy").unlink()
+    rc, text, _ = run(["contract", "check", "--contract", c, "--inputs", str(out), "--results", str(res)])
+    assert rc == 1 and "output.npy was not compared" in text
+
+
+# ---- bad input: exit 2, the JSON path or argument named, nothing written ----------------------------------
+
+
+def refused(tmp_path, doc, *names, extra=()):
+    c = write(tmp_path, "bad.json", doc)
+    x, w = hand_inputs(tmp_path)
+    out = tmp_path / "never"
+    rc, stdout, err = run(["contract", "run", "--contract", c, "--x", x, "--w", w, *extra, "--out", str(out)])
+    assert rc == 2, err
+    for n in names:
+        assert n in err, f"{n!r} not in {err}"
+    assert not out.exists()
+    assert stdout == ""
+
+
+def edited(**changes):
+    doc = json.loads(json.dumps(HAND))
+    for path, value in changes.items():
+        node = doc
+        keys = path.split("/")
+        for k in keys[:-1]:
+            node = node[int(k)] if k.isdigit() else node[k]
+        last = keys[-1]
+        if value is None:
+            del node[int(last) if last.isdigit() else last]
+        else:
+            node[int(last) if last.isdigit() else last] = value
+    return doc
+
+
+def test_unknown_step(tmp_path):
+    refused(tmp_path, edited(**{"passes/fprop/epilogue/1/step": "gelu"}), "passes.fprop.epilogue[1].step", "gelu")
+
+
+def test_unknown_cast_format(tmp_path):
+    refused(tmp_path, edited(**{"passes/fprop/epilogue/3/format": "nosuch8"}), "passes.fprop.epilogue[3].format")
+
+
+def test_unknown_key(tmp_path):
+    refused(tmp_path, edited(**{"passes/fprop/epilogue/2/format": "f32"}), "passes.fprop.epilogue[2].format",
+            "takes no")
+
+
+def test_procedure_that_cannot_take_the_format(tmp_path):
+    doc = edited(**{"passes/fprop/procedure": "hopper-fp8",
+                    "passes/fprop/x/quantize/element": "e2m1"})
+    refused(tmp_path, doc, "passes.fprop.x.quantize", "hopper-fp8", "e2m1")
+
+
+def test_block_scales_into_a_procedure_without_them(tmp_path):
+    doc = edited(**{"passes/fprop/procedure": "hopper-fp8",
+                    "passes/fprop/x/quantize": {"quantization_format": "mx", "element": "e4m3"}})
+    refused(tmp_path, doc, "passes.fprop.x.quantize", "takes no block scales")
+
+
+def test_missing_dequantize(tmp_path):
+    refused(tmp_path, edited(**{"passes/fprop/epilogue/0": None}), "passes.fprop.epilogue", "dequantize")
+
+
+def test_bad_recipe_field(tmp_path):
+    refused(tmp_path, edited(**{"passes/fprop/w/quantize/scale_rule": "rceil"}), "passes.fprop.w.quantize.scale_rule")
+
+
+def test_mismatched_shapes(tmp_path):
+    c = write(tmp_path, "hand.json", HAND)
+    x, _ = hand_inputs(tmp_path)
+    np.save(tmp_path / "w5.npy", np.ones((2, 5), dtype=np.float32))
+    out = tmp_path / "never"
+    rc, _, err = run(["contract", "run", "--contract", c, "--x", x, "--w", str(tmp_path / "w5.npy"), "--out", str(out)])
+    assert rc == 2 and "--w:" in err and "K" in err
+    assert not out.exists()
+
+
+def test_missing_input_for_the_pass(tmp_path):
+    np.save(tmp_path / "w.npy", to_bf16_bits(np.ones((2, 4))))
+    out = tmp_path / "never"
+    rc, _, err = run(["contract", "run", "--contract", "te-current@sm90", "--pass", "dgrad", "--w",
+                      str(tmp_path / "w.npy"), "--out", str(out)])
+    assert rc == 2 and "--dy:" in err and "missing" in err
+    assert not out.exists()
+
+
+def test_storage_mismatch(tmp_path):
+    x, w = hand_inputs(tmp_path)  # f32, but te-current stores bf16
+    out = tmp_path / "never"
+    rc, _, err = run(["contract", "run", "--contract", "te-current@sm90", "--x", x, "--w", w, "--out", str(out)])
+    assert rc == 2 and "--x:" in err and "bf16" in err
+    assert not out.exists()
+
+
+def test_pass_the_contract_does_not_define(tmp_path):
+    x, w = hand_inputs(tmp_path)
+    out = tmp_path / "never"
+    rc, _, err = run(["contract", "run", "--contract", "torchao-nvfp4@sm100", "--pass", "wgrad", "--out", str(out)])
+    assert rc == 2 and "--pass:" in err and "defines no wgrad" in err
+    assert not out.exists()
+
+
+# ---- named contracts' fprop against an independent composition ---------------------------------------------
+ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes is not installed (pip install -r requirements.txt)")
+
+NAMED = [line.split("\t")[0] for line in ok(["contract", "list"]).splitlines()]
+
+
+def test_list_and_show():
+    assert "te-current@sm90" in NAMED and "deepseek-v3@sm90" in NAMED
+    for n in NAMED:
+        doc = json.loads(ok(["contract", "show", n, "--json"]))
+        assert doc["name"] == n
+
+
+def inputs(kind, m, n, k, rng):
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = (rng.standard_normal((n, k)) * 0.05).astype(np.float32)
+    if kind == "zeros":
+        x[1, :] = 0
+        w[:, :] = np.where(np.arange(k) < 32, 0, w)
+    elif kind == "outlier":
+        x[2, :] *= 3.0e4
+        w[3, 5] = 6.0e3
+    elif kind == "saturating":
+        x[0, :] = 3.0e38
+        x[3, ::2] = -3.0e38
+    elif kind == "nonfinite":
+        x[0, 3] = np.nan
+        x[1, 7] = np.inf
+        w[2, 9] = -np.inf
+    return to_bf16_bits(x), to_bf16_bits(w)
+
+
+FLAG = {"quantization_format": "--scheme", "element": "--element", "block_size": "--block",
+        "scale_rule": "--scale-rule", "scale_format": "--scale-format", "nonfinite": "--nonfinite",
+        "variant": "--variant", "zero_scale": "--zero-scale", "amax_nan": "--amax-nan", "profile": "--profile",
+        "rounding": "--rounding"}
+
+
+def quantize(tmp, name, src, recipe):
+    args = ["quantize", "--in", src, "--in-format", "bf16", "--out", str(tmp / name)]
+    for key, value in recipe.items():
+        if key == "eps":
+            continue  # applied to the scales below
+        args += [FLAG[key], value]
+    ok(args)
+    d = tmp / name
+    codes = np.load(d / "codes.npy")
+    scales = np.load(d / "scales.npy")
+    ts = np.load(d / "tensor_scale.npy") if (d / "tensor_scale.npy").exists() else None
+    if "eps" in recipe:
+        # compute_scale_from_amax (docs/semantics.md §4.1) with amax raised to eps: the decode scale is
+        # fp32(1 / fp32(448 / max(amax, eps))), or 1 for an infinite amax (NaN is dropped by the fmaxf amax); the
+        # codes are unchanged (an all-zero block has zero codes either way).
+        eps = np.uint32(int(recipe["eps"], 16)).view(np.float32)
+        vals = np.load(src).astype(np.uint32) << 16
+        xv = vals.view(np.float32)
+        br = 128 if recipe["quantization_format"] == "block128x128" else 1
+        for i in range(scales.shape[0]):
+            for j in range(scales.shape[1]):
+                blk = np.abs(xv[i * br:(i + 1) * br, j * 128:(j + 1) * 128])
+                amax = np.fmax.reduce(blk.ravel(), initial=np.float32(0))
+                amax = np.float32(max(amax, eps))
+                scales[i, j] = np.float32(1) if np.isinf(amax) else np.float32(1) / (np.float32(448) / amax)
+    return codes, scales, ts
+
+
+def f32_bits(v):
+    return np.asarray(v, dtype=np.float32).view(np.uint32)
+
+
+def gpu(v):
+    # The GPU's canonical NaN (gemm.hpp: 0x7fffffff) for every NaN of an f32 operation.
+    b = f32_bits(v).copy()
+    b[np.isnan(np.asarray(v, dtype=np.float32))] = 0x7FFFFFFF
+    return b
+
+
+def compose(tmp, contract, x_path, w_path, b_path):
+    """The contract's fprop by hand: lowbit quantize, lowbit gemm, then the epilogue in numpy f32."""
+    fp = contract["passes"]["fprop"]
+    xc, xs, xts = quantize(tmp, "qx", x_path, fp["x"]["quantize"])
+    wc, ws, wts = quantize(tmp, "qw", w_path, fp["w"]["quantize"])
+    fx, fw = fp["x"]["quantize"], fp["w"]["quantize"]
+    elem = lambda q: q.get("element", "e2m1" if q["quantization_format"].startswith("nvfp4") else "e4m3")
+    np.save(tmp / "a.npy", xc)
+    np.save(tmp / "b.npy", np.ascontiguousarray(wc.T))
+    args = ["gemm", "--model", fp["procedure"], "--a", str(tmp / "a.npy"), "--b", str(tmp / "b.npy"),
+            "--a-format", elem(fx), "--b-format", elem(fw), "--out", str(tmp / "d.npy")]
+    scheme = fx["quantization_format"]
+    per_tensor = scheme == "tensor"
+    if not per_tensor:
+        # A's scales as the quantizer wrote them (rows x K blocks); B's from W's (N rows x K blocks, or 16x16 /
+        # 128x128 tiles), transposed to K blocks x columns, a tile row repeated per column where the MMA reads
+        # one scale per column.
+        b_sc = ws
+        if fw["quantization_format"] == "nvfp4-2d":
+            b_sc = np.repeat(ws, 16, axis=0)[: wc.shape[0]]
+        np.save(tmp / "as.npy", xs)
+        np.save(tmp / "bs.npy", np.ascontiguousarray(b_sc.T))
+        fmt = {"hopper-fp8-blockscaled": "f32", "blackwell-mxf8f6f4": "e8m0", "blackwell-mxf4nvf4": "ue4m3"}
+        args += ["--a-scales", str(tmp / "as.npy"), "--b-scales", str(tmp / "bs.npy"),
+                 "--scale-format", fmt[fp["procedure"]]]
+    ok(args)
+    y = np.load(tmp / "d.npy").astype(np.float32)
+    with np.errstate(all="ignore"):
+        for s in fp["epilogue"]:
+            if s["step"] == "dequantize":
+                sa = xs.ravel()[0] if per_tensor else (xts[0] if xts is not None else np.float32(1))
+                sb = ws.ravel()[0] if per_tensor else (wts[0] if wts is not None else np.float32(1))
+                y = np.float32(np.float32(sa) * np.float32(sb)) * y
+            elif s["step"] == "bias":
+                bias = (np.load(b_path).astype(np.uint32) << 16).view(np.float32)
+                y = y + bias[None, :]
+            elif s["step"] == "cast":
+                assert s["format"] == "bf16"
+                y = gpu(y).view(np.float32)
+                out = y.astype(ml_dtypes.bfloat16).view(np.uint16)
+                # A NaN casts to 0x7fff, the top bits of the canonical f32 NaN 0x7fffffff (cvt.rn.bf16.f32's
+                # result, CUDART_NAN_BF16 in cuda_bf16.h); ml_dtypes writes its own quiet NaN 0x7fc0.
+                out[np.isnan(y)] = 0x7FFF
+                return out
+    raise AssertionError("every named fprop ends in a bf16 cast")
+
+
+@pytest.mark.parametrize("name", NAMED)
+@pytest.mark.parametrize("kind", ["random", "zeros", "outlier", "saturating", "nonfinite"])
+def test_named_fprop_equals_composition(tmp_path, name, kind):
+    contract = json.loads(ok(["contract", "show", name, "--json"]))
+    m, n, k = 5, 7, 256
+    rng = np.random.default_rng(abs(hash((name, kind))) % 2**32)
+    x, w = inputs(kind, m, n, k, rng)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "w.npy", w)
+    np.save(tmp_path / "bias.npy", to_bf16_bits(rng.standard_normal(n)))
+    args = ["contract", "run", "--contract", name, "--x", str(tmp_path / "x.npy"), "--w", str(tmp_path / "w.npy"),
+            "--out", str(tmp_path / "run")]
+    has_bias = any(s["step"] == "bias" for s in contract["passes"]["fprop"]["epilogue"])
+    if has_bias:
+        args += ["--bias", str(tmp_path / "bias.npy")]
+    ok(args)
+    want = compose(tmp_path, contract, str(tmp_path / "x.npy"), str(tmp_path / "w.npy"), str(tmp_path / "bias.npy"))
+    got = np.load(tmp_path / "run" / "output.npy")
+    assert got.dtype == np.uint16 and got.shape == (m, n)
+    diff = np.argwhere(got != want)
+    assert diff.size == 0, f"{name} {kind}: first differing element {diff[0]}: {got[tuple(diff[0])]:#06x} vs {want[tuple(diff[0])]:#06x}"
+
+
+@pytest.mark.parametrize("name", NAMED)
+def test_every_pass_runs_at_its_shape(tmp_path, name):
+    # dgrad writes dX [M, K], wgrad dW [N, K]; each pass reads only its own inputs.
+    contract = json.loads(ok(["contract", "show", name, "--json"]))
+    m, n, k = 3, 32, 256
+    rng = np.random.default_rng(7)
+    files = {}
+    for t, shape in {"x": (m, k), "w": (n, k), "dy": (m, n)}.items():
+        files[t] = str(tmp_path / f"{t}.npy")
+        np.save(files[t], to_bf16_bits(rng.standard_normal(shape)))
+    np.save(tmp_path / "bias.npy", to_bf16_bits(rng.standard_normal(n)))
+    reads = {"fprop": ("x", "w"), "dgrad": ("dy", "w"), "wgrad": ("dy", "x")}
+    shapes = {"fprop": (m, n), "dgrad": (m, k), "wgrad": (n, k)}
+    for p, spec in contract["passes"].items():
+        args = ["contract", "run", "--contract", name, "--pass", p, "--sr-seed", "1", "--out", str(tmp_path / p)]
+        for t in reads[p]:
+            args += [f"--{t}", files[t]]
+        if any(s["step"] == "bias" for s in spec["epilogue"]):
+            args += ["--bias", str(tmp_path / "bias.npy")]
+        ok(args)
+        assert np.load(tmp_path / p / "output.npy").shape == shapes[p], (name, p)
+
+
+def test_max_bytes_on_the_reading_subcommands():
+    for sub in ("show", "run", "check"):
+        assert "--max-bytes" in ok(["contract", sub, "--help"])

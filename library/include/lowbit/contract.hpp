@@ -1,0 +1,204 @@
+// Precision contracts: one GEMM-based op (a linear layer's fprop, dgrad or wgrad) as one document — each
+// operand's storage and quantization, the GEMM procedure, the ordered epilogue and the output cast — and the
+// stages it passes through, so that a fused kernel can be compared with it stage by stage.
+//
+// A contract composes what the reference already defines and computes nothing of its own: quantization is
+// scale::quantize (through a recipe, lowbit/recipe.hpp), the GEMM is a row of the procedure table
+// (gemm::run), the scales, alpha and the residual are gemm::apply_epilogue, and the output cast is the
+// element conversion under a policy.  The document's schema is docs/contract.md; the named contracts (the
+// training recipes of Transformer Engine, DeepSeek-V3 and torchao) are documents of the same schema, built
+// in, validated by the same loader.
+//
+// Passes, with X [M,K] activations, W [N,K] weights (as linear layers store them) and dY [M,N]:
+//   fprop  Y  = X  · Wᵀ   A = X   (rows along K),  B = Wᵀ
+//   dgrad  dX = dY · W    A = dY  (rows along N),  B = W
+//   wgrad  dW = dYᵀ · X   A = dYᵀ (rows along M),  B = X
+// Each operand is quantized along the reduction dimension: A as it is laid out above, B as its transpose
+// (W for fprop, Wᵀ for dgrad, Xᵀ for wgrad), which is TE's rowwise or columnwise copy of that tensor.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lowbit/error.hpp"
+#include "lowbit/format.hpp"
+#include "lowbit/gemm.hpp"
+#include "lowbit/names.hpp"
+#include "lowbit/policy.hpp"
+#include "lowbit/procedure.hpp"
+#include "lowbit/recipe.hpp"
+#include "lowbit/scale.hpp"
+
+namespace lowbit::contract {
+
+// The version of the document schema (docs/contract.md), its "lowbit_contract" key.
+inline constexpr int schema_version = 1;
+
+enum class Pass : std::uint8_t { fprop, dgrad, wgrad };
+inline constexpr Named<Pass> pass_names[] = {
+    {Pass::fprop, "fprop", "Y = X Wᵀ"},
+    {Pass::dgrad, "dgrad", "dX = dY W"},
+    {Pass::wgrad, "wgrad", "dW = dYᵀ X"},
+};
+constexpr const auto& names_of(Pass) { return pass_names; }
+
+// The tensors a layer's passes read.
+enum class Operand : std::uint8_t { x, w, dy };
+inline constexpr Named<Operand> operand_names[] = {
+    {Operand::x, "x", "activations [M, K]"},
+    {Operand::w, "w", "weights [N, K]"},
+    {Operand::dy, "dy", "output gradient [M, N]"},
+};
+constexpr const auto& names_of(Operand) { return operand_names; }
+
+// What has been held against hardware: nothing, or the MMA model the contract's procedure runs (the
+// contract's whole composition, quantizers and epilogue order, has not been run on a GPU).
+enum class Hardware : std::uint8_t { unverified, model_verified };
+inline constexpr Named<Hardware> hardware_names[] = {
+    {Hardware::unverified, "unverified", "not run on hardware"},
+    {Hardware::model_verified, "model-verified",
+     "the procedure's MMA model equals the GPU bit for bit (reports/device/); the composition is not run there"},
+};
+constexpr const auto& names_of(Hardware) { return hardware_names; }
+
+// How an operand's rows-along-the-reduction form is made from the tensor as stored.
+enum class Form : std::uint8_t { as_stored, transposed };
+
+// The GEMM operands of a pass: A (rows along the reduction) and B (given as its transpose, rows along the
+// reduction too).
+struct PassOperands {
+  Operand a;
+  Form a_form;  // transposed: wgrad's dYᵀ
+  Operand b;
+  Form b_form;  // transposed: dgrad's Wᵀ, wgrad's Xᵀ
+};
+constexpr PassOperands operands_of(Pass p) {
+  switch (p) {
+    case Pass::fprop: return {Operand::x, Form::as_stored, Operand::w, Form::as_stored};
+    case Pass::dgrad: return {Operand::dy, Form::as_stored, Operand::w, Form::transposed};
+    case Pass::wgrad: return {Operand::dy, Form::transposed, Operand::x, Form::transposed};
+  }
+  return {Operand::x, Form::as_stored, Operand::w, Form::as_stored};
+}
+
+// The epilogue's steps, applied in order to the f32 result of the GEMM (docs/contract.md "Epilogue").
+enum class StepKind : std::uint8_t { dequantize, bias, residual, relu, clamp, amax, cast };
+inline constexpr Named<StepKind> step_names[] = {
+    {StepKind::dequantize, "dequantize",
+     "the per-tensor (and NVFP4 tensor) scales and alpha, as cuBLASLt applies them"},
+    {StepKind::bias, "bias", "a bias vector of N added in f32"},
+    {StepKind::residual, "residual", "an [M, N] residual, times beta, added in f32"},
+    {StepKind::relu, "relu", "max(y, +0); NaN passes"},
+    {StepKind::clamp, "clamp", "y clamped to [min, max]; NaN passes"},
+    {StepKind::amax, "amax", "the largest |y| (fmaxf: NaN ignored) recorded as a stage"},
+    {StepKind::cast, "cast", "y times an output scale, converted into the output format under a policy"},
+};
+constexpr const auto& names_of(StepKind) { return step_names; }
+
+struct Step {
+  StepKind kind = StepKind::dequantize;
+  std::uint32_t alpha = 0x3F800000u;  // dequantize
+  std::uint32_t beta = 0x3F800000u;   // residual
+  const Format* format = nullptr;     // bias, residual: the input's format; cast: the output format
+  std::uint32_t lo = 0, hi = 0;       // clamp (f32 bits)
+  std::uint32_t scale = 0x3F800000u;  // cast: the output scale
+  Policy policy{.rounding = Rounding::rne, .overflow = Overflow::satfinite};  // cast
+};
+
+// One operand's quantization: a recipe (nullopt: the operand enters the GEMM in its storage format).
+struct Quantization {
+  std::optional<Recipe> recipe;
+  scale::Options options;  // resolved from the recipe (and "eps")
+};
+
+struct PassContract {
+  Pass pass = Pass::fprop;
+  Quantization a, b;
+  const gemm::Procedure* procedure = nullptr;
+  std::vector<Step> epilogue;
+};
+
+struct Contract {
+  std::string name;
+  std::string description;
+  std::string source;
+  Hardware hardware = Hardware::unverified;
+  const Format* storage[3] = {&formats::f32, &formats::f32, &formats::f32};  // by Operand: f32, bf16 or f16
+  std::vector<PassContract> passes;
+  nlohmann::ordered_json document;  // as loaded
+
+  const Format& storage_of(Operand t) const { return *storage[static_cast<int>(t)]; }
+  const PassContract* find(Pass p) const;
+};
+
+// A contract from its document.  Throws ArgumentError whose argument is the JSON path at fault
+// ("passes.fprop.epilogue[2].format", "passes.dgrad.w.quantize.element", "storage.x").
+Contract parse(const nlohmann::json& document);
+
+// The named contracts, in listing order.
+struct NamedContract {
+  const char* name;
+  const char* description;  // with its source
+  const char* document;     // the JSON document
+};
+std::span<const NamedContract> named();
+// A named contract, parsed; nullopt for a name that is not one.
+std::optional<Contract> find_named(std::string_view name);
+
+// A matrix of codes of one format (an input, or one stage's array), row-major.
+struct Array {
+  const Format* format = nullptr;
+  std::vector<std::uint64_t> shape;  // one or two dimensions
+  std::vector<std::uint64_t> codes;
+};
+
+// The inputs of one run: codes of each tensor's storage format (bias and residual of their step's format).
+struct Inputs {
+  std::optional<Array> x, w, dy, bias, residual;
+  // The seed of the random bits of a stochastic rounding (philox::sr_bits over each quantized operand's
+  // elements, row-major in the form it is quantized in); required when a recipe rounds stochastically.
+  std::optional<std::uint64_t> sr_seed;
+};
+
+// One stage of a run: a name ("x.quantized", "accumulator", "epilogue[1].bias", "amax", "output"), the
+// part of it ("codes", "scales", "tensor_scale"; empty for a stage of one array) and its array.
+struct Stage {
+  std::string name;
+  std::string part;
+  std::string description;
+  Array array;
+  std::string file() const { return part.empty() ? name + ".npy" : name + "." + part + ".npy"; }
+};
+
+struct RunResult {
+  std::vector<Stage> stages;
+};
+
+// Runs one pass.  Throws ArgumentError whose argument is the input at fault ("x", "w", "dy", "bias",
+// "residual", "pass") for a missing input the pass needs, an input of another format than its storage, or
+// mismatched shapes.
+RunResult run(const Contract& c, Pass pass, const Inputs& in);
+
+}  // namespace lowbit::contract
+
+namespace lowbit::contract {
+
+// One stage compared with a kernel's array of it: the elements whose codes differ (NaN is compared by its
+// code: a kernel's NaN of another payload differs), the first `max_details` of them kept.
+struct Difference {
+  std::size_t index = 0;  // row-major
+  std::uint64_t expected = 0, actual = 0;
+};
+struct StageComparison {
+  std::uint64_t compared = 0;
+  std::uint64_t differing = 0;
+  std::vector<Difference> first;
+  std::string error;  // the arrays cannot be compared (format or shape); nothing counted
+};
+StageComparison compare(const Array& expected, const Array& actual, std::size_t max_details = 10);
+
+}  // namespace lowbit::contract

@@ -1,0 +1,394 @@
+// Running one pass of a contract: quantize (scale::quantize), multiply (gemm::run), then the epilogue's steps
+// through gemm::apply_epilogue and the element conversion, keeping every stage.
+#include <bit>
+#include <cmath>
+#include <string>
+
+#include "contract_layout.hpp"
+#include "lowbit/contract.hpp"
+#include "lowbit/convert.hpp"
+#include "lowbit/philox.hpp"
+#include "lowbit/text.hpp"
+
+namespace lowbit::contract {
+
+namespace {
+
+namespace S = scale;
+using gemm::Matrix;
+constexpr std::uint32_t one = 0x3F800000u;
+
+std::uint64_t rows_of(const Array& a) { return a.shape.size() == 2 ? a.shape[0] : 1; }
+std::uint64_t cols_of(const Array& a) { return a.shape.back(); }
+
+std::string shape_words(const Array& a) { return std::to_string(rows_of(a)) + " x " + std::to_string(cols_of(a)); }
+
+const std::optional<Array>& input(const Inputs& in, Operand t) {
+  switch (t) {
+    case Operand::x: return in.x;
+    case Operand::w: return in.w;
+    case Operand::dy: return in.dy;
+  }
+  return in.x;
+}
+
+// The pass's shapes: A is rows x k, B's rows-along-K form is cols x k, the output rows x cols.
+struct Dims {
+  int rows = 0, cols = 0, k = 0;
+};
+
+// Every input the pass needs present, none it does not read, each of its storage format and 2-D, the shapes
+// agreeing (X [M,K], W [N,K], dY [M,N]).
+Dims check_inputs(const Contract& c, const PassContract& p, const Inputs& in) {
+  const PassOperands ops = operands_of(p.pass);
+  const std::string pass = name(p.pass);
+  for (Operand t : all<Operand>())
+    if ((t == ops.a || t == ops.b) && !input(in, t))
+      throw ArgumentError(name(t),
+                          pass + " reads " + name(ops.a) + " and " + name(ops.b) + "; " + name(t) + " is missing");
+  for (Operand t : all<Operand>()) {
+    const bool needed = t == ops.a || t == ops.b;
+    const auto& a = input(in, t);
+    if (!needed && a)
+      throw ArgumentError(name(t), pass + " reads " + name(ops.a) + " and " + name(ops.b) + ", not " + name(t));
+    if (!a) continue;
+    if (a->shape.size() != 2 || a->shape[0] < 1 || a->shape[1] < 1)
+      throw ArgumentError(name(t), "expected a 2-D array with no empty dimension");
+    if (a->shape[0] > (1u << 20) || a->shape[1] > (1u << 20)) throw ArgumentError(name(t), "a dimension over 2^20");
+    if (!same_format(*a->format, c.storage_of(t)))
+      throw ArgumentError(name(t), std::string("holds ") + a->format->name + "; the contract stores " + name(t) +
+                                       " as " + c.storage_of(t).name);
+  }
+  Dims d;
+  auto agree = [&](Operand t, std::uint64_t got, std::uint64_t want, const char* dim, const std::string& why) {
+    if (got != want)
+      throw ArgumentError(name(t), "is " + shape_words(*input(in, t)) + "; " + dim + " must be " +
+                                       std::to_string(want) + " (" + why + ")");
+  };
+  switch (p.pass) {
+    case Pass::fprop:
+      agree(Operand::w, cols_of(*in.w), cols_of(*in.x), "its columns (K)", "X is " + shape_words(*in.x));
+      d = {static_cast<int>(rows_of(*in.x)), static_cast<int>(rows_of(*in.w)), static_cast<int>(cols_of(*in.x))};
+      break;
+    case Pass::dgrad:
+      agree(Operand::w, rows_of(*in.w), cols_of(*in.dy), "its rows (N)", "dY is " + shape_words(*in.dy));
+      d = {static_cast<int>(rows_of(*in.dy)), static_cast<int>(cols_of(*in.w)), static_cast<int>(cols_of(*in.dy))};
+      break;
+    case Pass::wgrad:
+      agree(Operand::x, rows_of(*in.x), rows_of(*in.dy), "its rows (M)", "dY is " + shape_words(*in.dy));
+      d = {static_cast<int>(cols_of(*in.dy)), static_cast<int>(cols_of(*in.x)), static_cast<int>(rows_of(*in.dy))};
+      break;
+  }
+  const std::uint64_t out = static_cast<std::uint64_t>(d.rows) * static_cast<std::uint64_t>(d.cols);
+  if (out > (std::uint64_t{1} << 28))
+    throw ArgumentError(pass == "fprop" ? "w" : "x", "the output would exceed 2^28 elements");
+  return d;
+}
+
+// The steps' inputs: each present exactly when a step reads it, of that step's format, of the output's shape.
+void check_step_inputs(const PassContract& p, const Inputs& in, const Dims& d) {
+  const Step* bias = nullptr;
+  const Step* residual = nullptr;
+  for (const Step& s : p.epilogue) {
+    if (s.kind == StepKind::bias) bias = &s;
+    if (s.kind == StepKind::residual) residual = &s;
+  }
+  for (const auto& [id, step, arr] :
+       {std::tuple{"bias", bias, &in.bias}, std::tuple{"residual", residual, &in.residual}}) {
+    if (step && !*arr) throw ArgumentError(id, std::string("the epilogue's ") + id + " step needs it; it is missing");
+    if (!step && *arr) throw ArgumentError(id, std::string("the ") + name(p.pass) + " epilogue has no " + id + " step");
+    if (!step) continue;
+    const Array& a = **arr;
+    if (!same_format(*a.format, *step->format))
+      throw ArgumentError(id, std::string("holds ") + a.format->name + "; the step reads " + step->format->name);
+    const bool is_bias = std::string(id) == "bias";
+    const std::uint64_t want_rows = is_bias ? 1 : static_cast<std::uint64_t>(d.rows);
+    if ((is_bias && a.shape.size() != 1) || (!is_bias && a.shape.size() != 2) || rows_of(a) != want_rows ||
+        cols_of(a) != static_cast<std::uint64_t>(d.cols))
+      throw ArgumentError(id, is_bias ? "expected a vector of " + std::to_string(d.cols) + " (the output's columns)"
+                                      : "expected " + std::to_string(d.rows) + " x " + std::to_string(d.cols) +
+                                            " (the output's shape)");
+  }
+}
+
+// An input's values in the rows-along-K form the quantizer reads (transposed when the pass says so).
+S::Tensor along_k(const Array& a, Form form) {
+  const int r = static_cast<int>(rows_of(a)), c = static_cast<int>(cols_of(a));
+  S::Tensor t{r, c, std::vector<float>(a.codes.size())};
+  for (std::size_t i = 0; i < a.codes.size(); ++i)
+    t.data[i] =
+        std::bit_cast<float>(static_cast<std::uint32_t>(convert(*a.format, a.codes[i], formats::f32, Policy{}).code));
+  return form == Form::transposed ? S::transpose(t) : t;
+}
+// The same as codes of the storage format (an operand that is not quantized).
+Matrix codes_along_k(const Array& a, Form form) {
+  const bool transposed = form == Form::transposed;
+  const int r = static_cast<int>(rows_of(a)), c = static_cast<int>(cols_of(a));
+  Matrix m{a.format, transposed ? c : r, transposed ? r : c, a.codes};
+  if (transposed)
+    for (int i = 0; i < r; ++i)
+      for (int j = 0; j < c; ++j)
+        m.codes[static_cast<std::size_t>(j) * r + i] = a.codes[static_cast<std::size_t>(i) * c + j];
+  return m;
+}
+Matrix transposed(const Matrix& m) {
+  Matrix t{m.format, m.cols, m.rows, std::vector<std::uint64_t>(m.codes.size())};
+  for (int i = 0; i < m.rows; ++i)
+    for (int j = 0; j < m.cols; ++j) t.codes[static_cast<std::size_t>(j) * m.rows + i] = m.at(i, j);
+  return t;
+}
+
+struct QuantizedOperand {
+  Matrix codes;                   // rows along K
+  std::optional<S::Quantized> q;  // the quantizer's result
+  layout::ScaleInfo info;
+};
+
+QuantizedOperand quantize_operand(const Quantization& qz, const Array& a, Form form, Operand t, const Inputs& in) {
+  QuantizedOperand out;
+  out.info = layout::scale_info(qz);
+  if (!qz.recipe) {
+    out.codes = codes_along_k(a, form);
+    return out;
+  }
+  const S::Tensor x = along_k(a, form);
+  std::vector<std::uint32_t> rbits;
+  if (is_stochastic(qz.options.element_policy.rounding)) {
+    if (!in.sr_seed)
+      throw ArgumentError("sr_seed", std::string(name(t)) + "'s quantization rounds stochastically: a seed is needed");
+    rbits.resize(x.data.size());
+    for (std::size_t i = 0; i < rbits.size(); ++i)
+      rbits[i] = philox::sr_bits(*in.sr_seed, i, qz.options.element_policy.sr_bits);
+  }
+  out.q = S::quantize(x, qz.options, rbits.empty() ? nullptr : &rbits);
+  out.codes = Matrix{out.q->element, out.q->rows, out.q->cols, {out.q->codes.begin(), out.q->codes.end()}};
+  return out;
+}
+
+// Where a procedure reads an operand's block scales: A's as rows x K blocks (one per row, a tile's scale
+// repeated over its rows); B's as K blocks x columns, one per column, or one per tile of columns (DeepGEMM's
+// 128x128 weights).
+enum class ScaleSide : std::uint8_t { a_per_row, b_per_column, b_per_tile };
+Matrix block_scales(const QuantizedOperand& o, ScaleSide side) {
+  const S::Quantized& q = *o.q;
+  const bool per_column = side != ScaleSide::b_per_tile;
+  const int kb = q.scale_cols();
+  const int rows = per_column ? q.rows : q.scale_rows();
+  Matrix m{o.info.format, rows, kb, std::vector<std::uint64_t>(static_cast<std::size_t>(rows) * kb)};
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < kb; ++k) {
+      const int sr = per_column ? r / q.block_rows : r;
+      std::uint64_t code = q.scales[static_cast<std::size_t>(sr) * kb + k];
+      if (!same_format(*q.scale_format, *o.info.format))
+        code = convert(*q.scale_format, code, *o.info.format, Policy{}).code;
+      m.codes[static_cast<std::size_t>(r) * kb + k] = code;
+    }
+  return side == ScaleSide::a_per_row ? m : transposed(m);
+}
+
+void add_quantized_stages(RunResult& r, const std::string& who, const QuantizedOperand& o, Form form) {
+  if (!o.q) return;
+  const S::Quantized& q = *o.q;
+  const std::string stage = who + ".quantized";
+  const std::string shown = form == Form::transposed ? who + "ᵀ" : who;
+  r.stages.push_back(
+      {stage,
+       "codes",
+       shown + "'s codes, rows along the reduction dimension",
+       {q.element, {static_cast<std::uint64_t>(q.rows), static_cast<std::uint64_t>(q.cols)}, o.codes.codes}});
+  r.stages.push_back({stage,
+                      "scales",
+                      "the decode scales, one per block in block order",
+                      {q.scale_format,
+                       {static_cast<std::uint64_t>(q.scale_rows()), static_cast<std::uint64_t>(q.scale_cols())},
+                       q.scales}});
+  if (q.tensor_scale)
+    r.stages.push_back(
+        {stage, "tensor_scale", "the NVFP4 tensor decode scale", {&formats::f32, {1}, {*q.tensor_scale}}});
+}
+
+std::uint32_t per_tensor_scale(const QuantizedOperand& o) {
+  if (!o.q) return one;
+  if (o.info.arrangement == layout::Arrangement::per_tensor) return static_cast<std::uint32_t>(o.q->scales.at(0));
+  if (o.q->tensor_scale) return *o.q->tensor_scale;
+  return one;
+}
+
+// The GEMM: A times B (B given rows along K), with the block scales or the per-tensor scales the procedure
+// takes inside it.  Returns the procedure's f32 result.
+std::vector<std::uint64_t> multiply(const PassContract& p, const QuantizedOperand& a, const QuantizedOperand& b) {
+  const gemm::Procedure& proc = *p.procedure;
+  const Matrix bk = transposed(b.codes);
+  gemm::Operands ops{.a = &a.codes, .b = &bk};
+  Matrix as, bs;
+  if (layout::blocked(a.info) && layout::blocked(b.info)) {
+    const bool f32_tiles = same_format(*a.info.format, formats::f32);
+    as = block_scales(a, ScaleSide::a_per_row);
+    bs = block_scales(b, f32_tiles ? ScaleSide::b_per_tile : ScaleSide::b_per_column);
+    ops.a_scales = &as;
+    ops.b_scales = &bs;
+    ops.scale_block = a.info.block_k;
+  }
+  if (proc.kind == gemm::Kind::promoted) {
+    // The promotion's FMA multiplies each block by fp32(scale_a * scale_b) (gemm::run_promoted).
+    ops.epilogue.scale_a = per_tensor_scale(a);
+    ops.epilogue.scale_b = per_tensor_scale(b);
+  }
+  return gemm::run(proc, ops).d;
+}
+
+Array f32_array(const Dims& d, std::vector<std::uint64_t> v) {
+  return {&formats::f32, {static_cast<std::uint64_t>(d.rows), static_cast<std::uint64_t>(d.cols)}, std::move(v)};
+}
+
+// f32 arrays in the output's shape, for gemm::apply_epilogue's C: a residual as it is, a bias vector repeated
+// over the rows.
+enum class Spread : std::uint8_t { whole, over_rows };
+Matrix as_c(const Array& a, const Dims& d, Spread spread) {
+  const bool broadcast_rows = spread == Spread::over_rows;
+  Matrix c{&formats::f32, d.rows, d.cols, std::vector<std::uint64_t>(static_cast<std::size_t>(d.rows) * d.cols)};
+  for (int i = 0; i < d.rows; ++i)
+    for (int j = 0; j < d.cols; ++j) {
+      const std::uint64_t code = a.codes[broadcast_rows ? j : static_cast<std::size_t>(i) * d.cols + j];
+      c.codes[static_cast<std::size_t>(i) * d.cols + j] = convert(*a.format, code, formats::f32, Policy{}).code;
+    }
+  return c;
+}
+
+float value(std::uint64_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits)); }
+
+// The scales the dequantize step multiplies by: each operand's per-tensor decode scale where the procedure
+// did not take it inside (every procedure but the promoted ones), or its NVFP4 tensor scale.
+struct EpilogueScales {
+  std::uint32_t a = one, b = one;
+};
+EpilogueScales epilogue_scales(const PassContract& p, const QuantizedOperand& a, const QuantizedOperand& b) {
+  const bool promoted = p.procedure->kind == gemm::Kind::promoted;
+  auto left = [&](const QuantizedOperand& o) {
+    if (!o.q) return one;
+    if (o.info.arrangement == layout::Arrangement::per_tensor) return promoted ? one : per_tensor_scale(o);
+    return o.q->tensor_scale ? *o.q->tensor_scale : one;
+  };
+  return {left(a), left(b)};
+}
+
+// One epilogue step on y (f32 codes), recording its stage.
+void apply(const Step& s, std::size_t index, const EpilogueScales& scales, const Inputs& in, const Dims& d,
+           std::vector<std::uint64_t>& y, RunResult& r) {
+  const std::string stage = "epilogue[" + std::to_string(index) + "]." + name(s.kind);
+  switch (s.kind) {
+    case StepKind::dequantize:
+      // cuBLASLt's order (gemm::apply_epilogue): fp32(fp32(fp32(scale_a * scale_b) * alpha) * acc).
+      y = gemm::apply_epilogue(y, nullptr, s.alpha, 0, scales.a, scales.b);
+      break;
+    case StepKind::bias: {
+      const Matrix c = as_c(*in.bias, d, Spread::over_rows);
+      y = gemm::apply_epilogue(y, &c, one, one, one, one);
+      break;
+    }
+    case StepKind::residual: {
+      const Matrix c = as_c(*in.residual, d, Spread::whole);
+      y = gemm::apply_epilogue(y, &c, one, s.beta, one, one);
+      break;
+    }
+    case StepKind::relu:
+    case StepKind::clamp: {
+      // relu: y > 0 ? y : +0 (so -0 gives +0); clamp: below min gives min, above max gives max.  NaN passes
+      // unchanged in both (docs/contract.md).
+      for (std::uint64_t& v : y) {
+        const float f = value(v);
+        if (std::isnan(f)) continue;
+        if (s.kind == StepKind::relu) {
+          if (!(f > 0)) v = 0;
+        } else if (f < value(s.lo)) {
+          v = s.lo;
+        } else if (f > value(s.hi)) {
+          v = s.hi;
+        }
+      }
+      break;
+    }
+    case StepKind::amax: {
+      std::vector<float> f(y.size());
+      for (std::size_t i = 0; i < y.size(); ++i) f[i] = value(y[i]);
+      const float m = S::amax(f.data(), f.size(), 1, S::AmaxNan::ignore);
+      r.stages.push_back({"amax",
+                          "",
+                          "the largest |y| before the output cast (fmaxf: NaN ignored)",
+                          {&formats::f32, {1}, {std::bit_cast<std::uint32_t>(m)}}});
+      return;
+    }
+    case StepKind::cast: {
+      // The output scale as one f32 multiplication (apply_epilogue with alpha = scale), then the conversion.
+      const std::vector<std::uint64_t> scaled = gemm::apply_epilogue(y, nullptr, s.scale, 0, one, one);
+      Array out{s.format, {static_cast<std::uint64_t>(d.rows), static_cast<std::uint64_t>(d.cols)}, {}};
+      out.codes.reserve(scaled.size());
+      for (std::uint64_t v : scaled) out.codes.push_back(convert(formats::f32, v, *s.format, s.policy).code);
+      r.stages.push_back({"output", "",
+                          std::string("the output: y times the output scale, cast into ") + s.format->name,
+                          std::move(out)});
+      return;
+    }
+  }
+  r.stages.push_back({stage, "",
+                      std::string("after epilogue step ") + std::to_string(index) + " (" + name(s.kind) + ")",
+                      f32_array(d, y)});
+}
+
+}  // namespace
+
+RunResult run(const Contract& c, Pass pass, const Inputs& in) {
+  const PassContract* p = c.find(pass);
+  if (!p) {
+    std::string defined;
+    for (const PassContract& pc : c.passes) defined += (defined.empty() ? "" : ", ") + std::string(name(pc.pass));
+    throw ArgumentError("pass", c.name + " defines no " + name(pass) + " (it defines " + defined + ")");
+  }
+  const Dims d = check_inputs(c, *p, in);
+  check_step_inputs(*p, in, d);
+  const PassOperands ops = operands_of(pass);
+  RunResult r;
+  // A in its rows-along-K form; B's rows-along-K form is the tensor (fprop's W) or its transpose.
+  const QuantizedOperand a = quantize_operand(p->a, *input(in, ops.a), ops.a_form, ops.a, in);
+  const QuantizedOperand b = quantize_operand(p->b, *input(in, ops.b), ops.b_form, ops.b, in);
+  add_quantized_stages(r, name(ops.a), a, ops.a_form);
+  add_quantized_stages(r, name(ops.b), b, ops.b_form);
+  std::vector<std::uint64_t> y = multiply(*p, a, b);
+  r.stages.push_back({"accumulator", "",
+                      std::string("the f32 result of ") + p->procedure->name +
+                          " (block scales, and a promoted procedure's per-tensor scales, applied inside it)",
+                      f32_array(d, y)});
+  bool cast = false;
+  const EpilogueScales scales = epilogue_scales(*p, a, b);
+  for (std::size_t i = 0; i < p->epilogue.size(); ++i) {
+    apply(p->epilogue[i], i, scales, in, d, y, r);
+    cast = cast || p->epilogue[i].kind == StepKind::cast;
+  }
+  if (!cast) r.stages.push_back({"output", "", "the output: the last step's f32 values", f32_array(d, y)});
+  return r;
+}
+
+}  // namespace lowbit::contract
+
+namespace lowbit::contract {
+
+StageComparison compare(const Array& expected, const Array& actual, std::size_t max_details) {
+  StageComparison c;
+  if (!same_format(*expected.format, *actual.format)) {
+    c.error = std::string("holds ") + actual.format->name + " codes, expected " + expected.format->name;
+    return c;
+  }
+  if (expected.shape != actual.shape || expected.codes.size() != actual.codes.size()) {
+    c.error = "has shape " + shape_text(actual.shape) + ", expected " + shape_text(expected.shape);
+    return c;
+  }
+  c.compared = expected.codes.size();
+  for (std::size_t i = 0; i < expected.codes.size(); ++i) {
+    if (expected.codes[i] == actual.codes[i]) continue;
+    ++c.differing;
+    if (c.first.size() < max_details) c.first.push_back({i, expected.codes[i], actual.codes[i]});
+  }
+  return c;
+}
+
+}  // namespace lowbit::contract

@@ -1,0 +1,351 @@
+// `lowbit contract list | show | run | check`: precision contracts (lowbit/contract.hpp, docs/contract.md) from
+// the command line.  `run` writes every stage of one pass as .npy with a manifest.json listing them, as one
+// folder swapped in whole; `check` compares a kernel's files, named as the stages, bit for bit.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli_util.hpp"
+#include "commands.hpp"
+#include "lowbit/contract.hpp"
+#include "lowbit/io.hpp"
+#include "lowbit/sha256.hpp"
+
+#ifndef LOWBIT_VERSION
+#define LOWBIT_VERSION "0.0.0"
+#endif
+
+namespace lowbit::cli {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+namespace K = contract;
+
+struct ContractOptions {
+  std::string contract, show, pass = "fprop", x, w, dy, bias, residual, out, inputs, results;
+  long long sr_seed = -1;
+  bool json = false;
+};
+
+// A named contract, or a contract file: errors name the file and the JSON path.
+K::Contract load_contract(const std::string& what, const std::string& option) {
+  if (auto c = K::find_named(what)) return *c;
+  std::error_code ec;
+  if (!std::filesystem::exists(what, ec))
+    throw InputError(option + ": '" + echo_text(what) +
+                     "' is neither a named contract (see lowbit contract list) nor a file");
+  const std::string text = read_all(what, option);
+  nlohmann::json doc;
+  try {
+    doc = parse_json(text, option);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(option + ": '" + echo_text(what) + "': malformed JSON at byte " + std::to_string(e.byte));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(option + ": '" + echo_text(what) + "': malformed JSON: " + e.what());
+  }
+  try {
+    return K::parse(doc);
+  } catch (const ArgumentError& e) {
+    throw InputError(option + ": '" + echo_text(what) + "': " + (e.argument.empty() ? "" : e.argument + ": ") +
+                     e.what());
+  }
+}
+
+// The .npy dtype a stage's codes are stored as: f32 and f16 as themselves, bf16 as '<u2' (io.hpp's
+// convention), other formats as unsigned codes of their storage width.
+io::DType dtype_of(const Format& f) {
+  if (same_format(f, formats::f32)) return io::DType::f32;
+  if (same_format(f, formats::f16)) return io::DType::f16;
+  if (same_format(f, formats::bf16)) return io::DType::bf16;
+  const int bits = f.storage_bits();
+  return bits <= 8 ? io::DType::u8 : bits <= 16 ? io::DType::u16 : io::DType::u32;
+}
+
+std::vector<std::uint8_t> npy_bytes(const K::Array& a) {
+  const unsigned width = io::dtype_bits(dtype_of(*a.format)) / 8;
+  std::vector<std::uint8_t> bytes;
+  bytes.reserve(a.codes.size() * width);
+  for (std::uint64_t v : a.codes)
+    for (unsigned b = 0; b < width; ++b) bytes.push_back(static_cast<std::uint8_t>(v >> (8 * b)));
+  return io::encode_npy(dtype_of(*a.format), a.shape, bytes);
+}
+
+// Codes of an array read from a .npy of `dtype`; the caller checked its width.
+std::vector<std::uint64_t> codes_of(const io::Tensor& t) {
+  std::vector<std::uint64_t> v;
+  switch (io::dtype_bits(t.dtype)) {
+    case 8:
+      for (std::uint8_t c : t.values<std::uint8_t>()) v.push_back(c);
+      break;
+    case 16:
+      for (std::uint16_t c : t.values<std::uint16_t>()) v.push_back(c);
+      break;
+    default:
+      for (std::uint32_t c : t.values<std::uint32_t>()) v.push_back(c);
+  }
+  return v;
+}
+
+// An input tensor: f32 ('<f4'), f16 ('<f2') or bf16 bit patterns ('<u2'), of rank `rank`.
+K::Array read_input(const std::string& path, const std::string& option, std::size_t rank) {
+  io::NpyArray t;
+  try {
+    t = io::read_npy(path);
+  } catch (const io::FileError& e) { throw InputError(option + ": " + e.what()); }
+  const Format* f = t.dtype == io::DType::f32   ? &formats::f32
+                    : t.dtype == io::DType::f16 ? &formats::f16
+                    : t.dtype == io::DType::u16 ? &formats::bf16
+                                                : nullptr;
+  if (!f)
+    throw InputError(option + ": '" + echo_text(path) + "' holds '" +
+                     std::string(io::npy_descr(t.dtype).value_or("?")) +
+                     "'; expected f32 ('<f4'), f16 ('<f2') or bf16 bit patterns ('<u2')");
+  if (t.rank() != rank)
+    throw InputError(option + ": '" + echo_text(path) + "' is " + std::to_string(t.rank()) + "-D; expected " +
+                     std::to_string(rank) + "-D");
+  return {f, t.shape, codes_of(t)};
+}
+
+void run_list() {
+  std::string s;
+  for (const K::NamedContract& c : K::named()) s += std::string(c.name) + "\t" + c.description + "\n";
+  write_all("-", s, "--out");
+}
+
+void run_show(const ContractOptions& o) {
+  const K::Contract c = load_contract(o.show, "NAME|FILE");
+  if (o.json) return write_all("-", c.document.dump(2) + "\n", "--out");
+  std::string s = c.name + ": " + c.description + "\n";
+  if (!c.source.empty()) s += "source: " + c.source + "\n";
+  s += std::string("hardware: ") + name(c.hardware) + "\n";
+  s += "storage:";
+  for (K::Operand t : all<K::Operand>()) s += std::string(" ") + name(t) + " " + c.storage_of(t).name;
+  s += "\n";
+  for (const K::PassContract& p : c.passes) {
+    const K::PassOperands ops = K::operands_of(p.pass);
+    s += std::string(name(p.pass)) + " (" + row_of(p.pass)->help + "): procedure " + p.procedure->name + "\n";
+    for (const auto& [t, q] : {std::pair{ops.a, &p.a}, std::pair{ops.b, &p.b}}) {
+      s += std::string("  ") + name(t) + ": ";
+      if (!q->recipe) {
+        s += std::string("not quantized (") + c.storage_of(t).name + ")\n";
+        continue;
+      }
+      s += std::string(name(q->options.scheme)) + " " + q->options.element->name + " (" +
+           policy_text(q->options.element_policy) + ")\n";
+    }
+    s += "  epilogue:";
+    for (const K::Step& st : p.epilogue)
+      s += std::string(" ") + name(st.kind) + (st.format ? std::string("(") + st.format->name + ")" : "");
+    s += "\n";
+  }
+  write_all("-", s, "--out");
+}
+
+void run_run(const ContractOptions& o) {
+  if (o.out.empty()) throw InputError("--out: required");
+  const K::Contract c = load_contract(o.contract, "--contract");
+  const auto pass = parse<K::Pass>(o.pass);
+  if (!pass) throw InputError("--pass: unknown '" + echo_text(o.pass) + "' (" + choices<K::Pass>() + ")");
+  K::Inputs in;
+  std::vector<std::string> read;
+  std::map<std::string, std::string> paths;
+  for (const auto& [key, path, slot, rank] :
+       {std::tuple{"x", &o.x, &in.x, 2u}, std::tuple{"w", &o.w, &in.w, 2u}, std::tuple{"dy", &o.dy, &in.dy, 2u},
+        std::tuple{"bias", &o.bias, &in.bias, 1u}, std::tuple{"residual", &o.residual, &in.residual, 2u}}) {
+    if (path->empty()) continue;
+    *slot = read_input(*path, flag_of(key), rank);
+    read.push_back(*path);
+    paths[key] = *path;
+  }
+  if (o.sr_seed >= 0) in.sr_seed = static_cast<std::uint64_t>(o.sr_seed);
+  K::RunResult r;
+  try {
+    r = K::run(c, *pass, in);
+  } catch (const ArgumentError& e) {
+    throw InputError(flag_of(e.argument == "pass" ? "pass" : e.argument) + ": " + e.what());
+  }
+  json manifest;
+  manifest["lowbit_contract_run"] = 1;
+  manifest["generator"] = std::string("lowbit ") + LOWBIT_VERSION;
+  manifest["contract"] = c.name;
+  manifest["pass"] = name(*pass);
+  manifest["document"] = c.document;
+  manifest["inputs"] = json::array();
+  manifest["stages"] = json::array();
+  try {
+    io::FolderOutput out(o.out, {.marker = "manifest.json", .inputs = read});
+    auto add = [&](const std::string& file, const std::vector<std::uint8_t>& bytes) {
+      const std::span<const std::uint8_t> part(bytes);
+      out.add(file, std::span<const std::span<const std::uint8_t>>(&part, 1));
+      return Sha256::of(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+    };
+    for (const auto& [key, slot] : {std::pair{"x", &in.x}, std::pair{"w", &in.w}, std::pair{"dy", &in.dy},
+                                    std::pair{"bias", &in.bias}, std::pair{"residual", &in.residual}}) {
+      if (!*slot) continue;
+      const std::string file = std::string("inputs/") + key + ".npy";
+      const std::string sum = add(file, npy_bytes(**slot));
+      manifest["inputs"].push_back({{"name", key},
+                                    {"path", file},
+                                    {"format", (*slot)->format->name},
+                                    {"shape", (*slot)->shape},
+                                    {"sha256", sum}});
+    }
+    for (const K::Stage& s : r.stages) {
+      const std::string sum = add(s.file(), npy_bytes(s.array));
+      json e = {{"stage", s.name}, {"path", s.file()}, {"format", s.array.format->name}, {"shape", s.array.shape}};
+      if (!s.part.empty()) e["part"] = s.part;
+      e["description"] = s.description;
+      e["sha256"] = sum;
+      manifest["stages"].push_back(e);
+    }
+    out.add("manifest.json", manifest.dump(1) + "\n");
+    out.commit();
+  } catch (const io::FileError& e) { throw InputError(std::string("--out: ") + e.what()); }
+}
+
+// The manifest of a folder `contract run` wrote, its files' checksums verified.
+json read_manifest(const std::string& dir) {
+  const std::string path = dir + "/manifest.json";
+  json m;
+  try {
+    m = json::parse(read_all(path, "--inputs"));
+  } catch (const json::exception& e) {
+    throw InputError("--inputs: '" + echo_text(path) + "': malformed JSON: " + e.what());
+  }
+  if (!m.is_object() || m.value("lowbit_contract_run", 0) != 1 || !m.contains("stages") || !m["stages"].is_array())
+    throw InputError("--inputs: '" + echo_text(path) + "' is not the manifest of lowbit contract run");
+  return m;
+}
+
+K::Array read_stage(const std::string& path, const Format& f, const std::string& option) {
+  io::NpyArray t;
+  try {
+    t = io::read_npy(path);
+  } catch (const io::FileError& e) { throw InputError(option + ": " + e.what()); }
+  const io::DType want = dtype_of(f);
+  const bool bf16_bits = want == io::DType::bf16 && t.dtype == io::DType::u16;
+  if (t.dtype != want && !bf16_bits) {
+    K::Array a{&f, t.shape, {}};
+    a.format = nullptr;  // marks a dtype mismatch for the caller
+    return a;
+  }
+  return {&f, t.shape, codes_of(t)};
+}
+
+int run_check(const ContractOptions& o) {
+  const K::Contract c = load_contract(o.contract, "--contract");
+  const json m = read_manifest(o.inputs);
+  if (m.value("contract", "") != c.name)
+    throw InputError("--inputs: '" + echo_text(o.inputs) + "' was written for contract " +
+                     echo_text(m.value("contract", "?")) + ", not " + c.name);
+  std::uint64_t compared = 0, differing = 0;
+  std::string first_stage;
+  bool output_compared = false;
+  std::string text;
+  for (const json& e : m["stages"]) {
+    const std::string file = e.value("path", ""), stage = e.value("stage", "");
+    const Format* f = find_format(e.value("format", ""));
+    if (file.empty() || file.find('/') != std::string::npos || !f)
+      throw InputError("--inputs: manifest.json: a stage entry without a plain path or a known format");
+    const std::string want_path = o.inputs + "/" + file;
+    const std::string bytes = read_all(want_path, "--inputs");
+    if (Sha256::of(bytes) != e.value("sha256", ""))
+      throw InputError("--inputs: '" + echo_text(want_path) + "' does not match its checksum in manifest.json");
+    const K::Array want = read_stage(want_path, *f, "--inputs");
+    const std::string got_path = o.results + "/" + file;
+    std::error_code ec;
+    if (!std::filesystem::exists(got_path, ec)) {
+      text += file + ": not supplied\n";
+      continue;
+    }
+    const K::Array got = read_stage(got_path, *f, "--results");
+    if (!got.format) {
+      text +=
+          file + ": error: holds another dtype than " + std::string(io::npy_descr(dtype_of(*f)).value_or("?")) + "\n";
+      ++differing;
+      if (first_stage.empty()) first_stage = file;
+      continue;
+    }
+    const K::StageComparison cmp = K::compare(want, got);
+    if (!cmp.error.empty()) {
+      text += file + ": error: " + cmp.error + "\n";
+      ++differing;
+      if (first_stage.empty()) first_stage = file;
+      continue;
+    }
+    compared += cmp.compared;
+    output_compared = output_compared || stage == "output";
+    if (cmp.differing == 0) {
+      text += file + ": " + std::to_string(cmp.compared) + " elements equal\n";
+      continue;
+    }
+    differing += cmp.differing;
+    if (first_stage.empty()) first_stage = file;
+    text += file + ": " + std::to_string(cmp.differing) + " of " + std::to_string(cmp.compared) + " elements differ\n";
+    for (const K::Difference& d : cmp.first) {
+      std::string at;
+      std::size_t rem = d.index;
+      for (std::size_t i = want.shape.size(); i-- > 0;) {
+        at = std::to_string(rem % want.shape[i]) + (at.empty() ? "" : ", ") + at;
+        rem /= want.shape[i];
+      }
+      text += "  " + stage + (e.contains("part") ? "." + e["part"].get<std::string>() : "") + "[" + at +
+              "]: expected " + code_and_value(*f, d.expected) + ", actual " + code_and_value(*f, d.actual) + "\n";
+    }
+  }
+  if (!output_compared && differing == 0) {
+    write_all("-", text + "FAILED: the kernel's output.npy was not compared\n", "--out");
+    return 1;
+  }
+  if (differing) {
+    write_all("-", text + "FAILED: first differing stage " + first_stage + "\n", "--out");
+    return 1;
+  }
+  write_all("-", text + "ok: " + std::to_string(compared) + " elements equal\n", "--out");
+  return 0;
+}
+
+}  // namespace
+
+void add_contract(CLI::App& app) {
+  auto o = std::make_shared<ContractOptions>();
+  auto* sub =
+      app.add_subcommand("contract", "Precision contracts: a whole GEMM-based op, stage by stage (docs/contract.md)");
+  sub->require_subcommand(1);
+  auto* list = sub->add_subcommand("list", "Print each named contract: its name, a tab, a description with its source");
+  list->callback([] { guarded([] { run_list(); }); });
+  auto* show = sub->add_subcommand("show", "Print a contract: its passes, operands, procedures and epilogues");
+  show->add_option("contract", o->show, "A named contract or a contract file")->required();
+  show->add_flag("--json", o->json, "The contract's JSON document");
+  show->callback([o] { guarded([o] { run_show(*o); }); });
+  auto* run = sub->add_subcommand("run", "Run one pass and write every stage as .npy with a manifest.json");
+  run->add_option("--contract", o->contract, "A named contract or a contract file")->required();
+  run->add_option("--pass", o->pass, "fprop (default), dgrad or wgrad");
+  run->add_option("--x", o->x, "X [M, K] .npy (f32, f16, or bf16 bits as uint16)");
+  run->add_option("--w", o->w, "W [N, K] .npy");
+  run->add_option("--dy", o->dy, "dY [M, N] .npy");
+  run->add_option("--bias", o->bias, "the bias step's vector .npy");
+  run->add_option("--residual", o->residual, "the residual step's [rows, cols] .npy");
+  run->add_option("--sr-seed", o->sr_seed, "Seed of a stochastic rounding's random bits (Philox)")
+      ->check(whole_number(0, LLONG_MAX));
+  run->add_option("--out", o->out, "Folder to write (replaced whole; empty, new or a previous run's)")->required();
+  run->callback([o] { guarded([o] { run_run(*o); }); });
+  auto* check = sub->add_subcommand(
+      "check",
+      "Compare a kernel's stage files bit for bit: exit 0 all equal, 1 differences or no output compared, 2 bad input");
+  check->add_option("--contract", o->contract, "The contract the run was made with")->required();
+  check->add_option("--inputs", o->inputs, "The folder `lowbit contract run` wrote")->required();
+  check->add_option("--results", o->results, "The kernel's files, named as the stages (output.npy at least)")
+      ->required();
+  check->callback([o] {
+    int rc = 0;
+    guarded([&] { rc = run_check(*o); });
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
+  // The subcommands that read files take --max-bytes, as the other reading commands do (main.cpp).
+  for (CLI::App* reading : {show, run, check}) add_max_bytes(reading);
+}
+
+}  // namespace lowbit::cli
