@@ -3,6 +3,9 @@
     python conformance/peers/make_fixtures.py torch      # torch as installed: its version and CPU dispatch
     ATEN_CPU_CAPABILITY=default python conformance/peers/make_fixtures.py torch
     python conformance/peers/make_fixtures.py xla        # jax / jaxlib on the CPU
+    LOWBIT=build/tools/lowbit/lowbit python conformance/peers/make_fixtures.py torchao
+                                                         # torchao's NVFP4 quantizers (test_torchao's
+                                                         # cases, a few of the ordinary tensors)
     LOWBIT=build/tools/lowbit/lowbit python conformance/peers/make_fixtures.py mmasim
                                                          # MMA-Sim's models (test_mmasim's cases; lowbit
                                                          # runs beside it, its results are not stored)
@@ -75,14 +78,39 @@ def xla_fixture():
     return name
 
 
+def torchao_fixture():
+    import numpy as np
+    import test_torchao as t
+    import torchao
+    ver = torchao.__version__.split("+")[0]
+    w = peerlib.FixtureWriter({"peer": "torchao", "version": ver,
+                               "how": "nvfp4_tensor.nvfp4_quantize on the CPU, single and two levels"})
+    every = t.cases(np.random.default_rng(20261201))
+    kept = every[::5] + every[-2:]  # some ordinary tensors, the tie blocks, the clamp blocks
+    for two in (False, True):
+        for i, x in enumerate(kept):
+            codes, scales, ts = t.torchao_nvfp4(x, two)
+            w.add_arrays({"two_level": two, "label": f"torchao {ver} nvfp4 {'two' if two else 'one'} level {i}"},
+                         x=x, codes=codes, scales=scales,
+                         tensor_scale=None if ts is None else np.array([ts], np.uint32))
+    name = f"torchao-{ver}.npz"
+    w.save(os.path.join(FIXTURES, name))
+    return name
+
+
 def main(argv):
     makers = {"torch": torch_fixture, "xla": xla_fixture}
+    try:
+        import test_torchao  # noqa: F401
+        makers["torchao"] = torchao_fixture
+    except ImportError:
+        pass
     try:
         import test_mmasim
         makers["mmasim"] = test_mmasim.write_fixture
     except ImportError:
         pass
-    if len(argv) != 2 or argv[1] not in ("torch", "xla", "mmasim"):
+    if len(argv) != 2 or argv[1] not in ("torch", "xla", "mmasim", "torchao"):
         print(__doc__, file=sys.stderr)
         return 2
     if argv[1] not in makers:

@@ -21,6 +21,7 @@ import io
 import json
 import os
 import subprocess
+import tempfile
 import warnings
 
 import numpy as np
@@ -194,6 +195,22 @@ def code_texts(codes, fmt):
     """Codes as the "0x..." strings of lowbit's JSON (all hex digits of the storage)."""
     digits = 2 * width(fmt) if fmt in FORMATS else 2
     return [f"0x{int(x):0{digits}x}" for x in np.asarray(codes).reshape(-1)]
+
+
+def lowbit_nvfp4(x, two_level):
+    """torchao's NVFP4 on the lowbit side: (codes, block scales, tensor scale bits or None) of `lowbit quantize`
+    --scheme nvfp4-1level, or --scheme nvfp4 --profile torchao (two levels)."""
+    args = ["--scheme", "nvfp4", "--profile", "torchao"] if two_level else ["--scheme", "nvfp4-1level"]
+    with tempfile.TemporaryDirectory() as d:
+        np.save(os.path.join(d, "x.npy"), np.ascontiguousarray(x, dtype=np.float32))
+        p = subprocess.run([LOWBIT, "quantize", *args, "--in", os.path.join(d, "x.npy"), "--out",
+                            os.path.join(d, "q")], capture_output=True, text=True, check=False)
+        assert p.returncode == 0, p.stderr
+        codes = np.load(os.path.join(d, "q", "codes.npy"))
+        scales = np.load(os.path.join(d, "q", "scales.npy"))
+        tp = os.path.join(d, "q", "tensor_scale.npy")
+        ts = int(np.load(tp).view(np.uint32)[0]) if os.path.exists(tp) else None
+    return codes, scales, ts
 
 
 def lowbit_gemm(model, fa, fb, a, b, c, scale_format=None, sa=None, sb=None):

@@ -12,7 +12,7 @@ import peerlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FILES = sorted(glob.glob(os.path.join(HERE, "fixtures", "*.npz")))
-CASTS = [f for f in FILES if not os.path.basename(f).startswith("mmasim")]
+CASTS = [f for f in FILES if not os.path.basename(f).startswith(("mmasim", "torchao"))]
 
 
 def test_fixtures_present():
@@ -62,3 +62,32 @@ def test_gemm_fixture(path):
     assert compared > 0, "nothing was compared"
     assert len(models) == 15, sorted(models)
     assert not failures, f"{len(failures)} outputs differ ({meta}):\n" + "\n".join(failures[:10])
+
+
+SCHEMES = [f for f in FILES if os.path.basename(f).startswith("torchao")]
+
+
+def test_scheme_fixtures_present():
+    assert any(os.path.basename(f) == "torchao-0.18.0.npz" for f in SCHEMES), \
+        "fixture torchao-0.18.0.npz is missing (conformance/peers/make_fixtures.py torchao writes it)"
+
+
+@pytest.mark.parametrize("path", SCHEMES, ids=[os.path.basename(f) for f in SCHEMES])
+def test_scheme_fixture(path):
+    """torchao's NVFP4 (test_torchao.py's cases) through `lowbit quantize`: codes, block scales and the
+    tensor scale bit for bit."""
+    meta, cases = peerlib.load_fixture(path)
+    failures = []
+    compared = 0
+    levels = set()
+    for row, arrays, _ in cases:
+        codes, scales, ts = peerlib.lowbit_nvfp4(arrays["x"], row["two_level"])
+        levels.add(row["two_level"])
+        want = [arrays["codes"], arrays["scales"]] + ([arrays["tensor_scale"]] if row["two_level"] else [])
+        got = [codes, scales] + ([np.array([ts], np.uint32)] if row["two_level"] else [])
+        for name, w, g in zip(("codes", "scales", "tensor scale"), want, got):
+            compared += w.size
+            if w.shape != g.shape or (w != g).any():
+                failures.append(f"{row['label']} {name}")
+    assert compared > 10_000 and levels == {False, True}
+    assert not failures, f"{len(failures)} arrays differ ({meta}):\n" + "\n".join(failures[:10])

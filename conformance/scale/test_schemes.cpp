@@ -244,6 +244,50 @@ TEST(Nvfp4, ZeroBlockScale) {
 //   (0.125, 0.25): map-to-4, codes 0x6, 0x5, 0x1, 0x1.
 std::vector<unsigned> as_unsigned(const S::Quantized& q) { return {q.codes.begin(), q.codes.end()}; }
 
+// torchao 0.18's single level multiplies by the reciprocal (nvfp4_tensor.py nvfp4_quantize): block amax
+// 90/512 gives the scale fp32(90/512 / 6) = 15/512 = 1.875 * 2^-6 exactly (e4m3 0x0F), and fp32(1 / scale) =
+// fp32(512/15) lies above 512/15, so 0.03662109375 (= 1.25 * 15/512) times it is 1.2500001: e2m1 1.5 (0x3).
+// Dividing gave 1.25 exactly, a tie that went to even, 1.0 (0x2).  90/512 times it is 6.0000005: 6 (0x7).
+TEST(Nvfp4, OneLevelMultipliesByTheReciprocal) {
+  std::vector<float> v(16, 0.0f);
+  v[0] = 90.0f / 512.0f;
+  v[1] = 0.03662109375f;
+  S::Options o;
+  o.scheme = S::Scheme::nvfp4_1level;
+  const auto q = S::quantize(row(v), o);
+  EXPECT_EQ(q.scales, Scales{0x0F});
+  EXPECT_EQ(q.codes[0], 0x7u);
+  EXPECT_EQ(q.codes[1], 0x3u);
+  EXPECT_EQ(q.codes[2], 0x0u);
+}
+
+// torchao 0.18's two levels (Variant::torchao; nvfp4_tensor.py per_tensor_amax_to_scale, nvfp4_quantize), the
+// fp32 steps as numpy's float32 computes them: amax 5 gives S_dec = fp32(5 / 2688) = 0x3AF3CF3D (TE's
+// fp32(1 / fp32(2688 / 5)) is 0x3AF3CF3E); block 0's scale fp32(fp32(5 / 6) / S_dec) = 448 (e4m3 0x7E); the
+// multiplier fp32(fp32(1 / S_dec) / 448) = 1.1999999; 5, 2.5, 1.25, -0.625 become 5.9999995, 2.9999998,
+// 1.4999999, -0.74999994: e2m1 6 (0x7), 3 (0x5), 1.5 (0x3) and -0.5 (0x9, just under the tie at 0.75).  Block
+// 1 is all zeros: its scale clamps to 2^-6 (0x08) and its codes are 0.
+TEST(Nvfp4, TorchaoTwoLevel) {
+  std::vector<float> v(32, 0.0f);
+  v[0] = 5.0f;
+  v[1] = 2.5f;
+  v[2] = 1.25f;
+  v[3] = -0.625f;
+  S::Options o;
+  o.scheme = S::Scheme::nvfp4;
+  o.variant = S::Variant::torchao;
+  const auto q = S::quantize(row(v), o);
+  ASSERT_TRUE(q.tensor_scale.has_value());
+  EXPECT_EQ(*q.tensor_scale, 0x3AF3CF3Du);
+  EXPECT_EQ(q.scales, (Scales{0x7E, 0x08}));
+  EXPECT_EQ(as_unsigned(q), (std::vector<unsigned>{0x7, 0x5, 0x3, 0x9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                   0,   0,   0,   0,   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
+  // The same tensor under TE's kernel: the other tensor scale.
+  o.variant = S::Variant::standard;
+  EXPECT_EQ(*S::quantize(row(v), o).tensor_scale, 0x3AF3CF3Eu);
+}
+
+
 TEST(Nvfp4, FourOverSixPicksPerBlock) {
   std::vector<float> v(48, 0.0f);
   v[0] = 6, v[1] = -4.5f;

@@ -100,7 +100,7 @@ def test_scheme_shapes_per_recipe(tmp_path):
     m = generate(tmp_path / "s", "scheme-nvfp4", "--shape", "3x40,17x16")
     names = [c["name"] for c in m["cases"]]
     # Every recipe at every shape, except the Hadamard transform's, whose columns must be a multiple of 16.
-    assert names == [f"{r}/random-{s}" for r in ["standard", "fast-math", "4over6", "4over6-mse", "zero-scale-reference"]
+    assert names == [f"{r}/random-{s}" for r in ["standard", "fast-math", "4over6", "4over6-mse", "torchao", "zero-scale-reference"]
                      for s in ["3x40", "17x16"]] + ["hadamard/random-17x16", "sr-a-8/random-3x40", "sr-a-8/random-17x16"]
     x = np.load(tmp_path / "s/case-000/x.npy")
     assert x.dtype == np.float32 and x.shape == (3, 40)

@@ -100,7 +100,7 @@ def test_manifest_checksums_agree_with_hashlib():
     manifest = (d / "manifest.json").read_bytes()
     assert (d / "manifest.json.sha256").read_text() == hashlib.sha256(manifest).hexdigest() + "  manifest.json\n"
     m = json.loads(manifest)
-    assert m["schema"] == 2 and m["generator"] == 1 and m["suite"] == "scheme-mx" and m["kind"] == "scheme"
+    assert m["schema"] == 2 and m["generator"] == 2 and m["suite"] == "scheme-mx" and m["kind"] == "scheme"
     for f in m["files"]:
         data = (d / f["path"]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == f["sha256"] and len(data) == f["bytes"]
@@ -139,7 +139,7 @@ def test_an_earlier_schema_is_refused_naming_it(tmp_path):
 def test_scalar_lines_follow_semantics():
     # docs/semantics.md §3 (cuda, f32 inputs): 480 -> 0x7e (satfinite), 0.3 -> 0x2a; +inf -> 0x7e; 1 -> 0x38.
     lines = (GOLDEN / "convert-cuda/e4m3/rne-satfinite-keep-after/f32.txt").read_text().splitlines()
-    assert lines[0] == "#lowbit-vectors scalar schema 2 generator 1"
+    assert lines[0] == "#lowbit-vectors scalar schema 2 generator 2"
     assert lines[1] == "#from f32 to e4m3 profile cuda rounding rne overflow satfinite subnormals keep tininess after"
     cases = {l.split()[0]: l.split()[1:] for l in lines[3:]}
     assert int(lines[2].split()[1]) == len(lines) - 3

@@ -32,10 +32,15 @@ std::optional<E> field_value(const std::string& text, const char* field) {
 
 // Profile defaults for the schemes (README "Scaling schemes"), where the scheme takes the option and the
 // recipe left it: te uses rceil MX scales, power-of-two block scales and its fmaxf amax for non-finite blocks;
-// torchao and ocp use floor.
+// torchao and ocp use floor; torchao's two-level NVFP4 is its own (Variant::torchao), its amax torch.amax,
+// which propagates NaN.
 void profile_defaults(const Profile& prof, S::Request& req) {
-  if (std::string(prof.name) != "te") return;
   const S::SchemeRow& row = S::scheme_row(req.scheme);
+  if (std::string(prof.name) == "torchao" && req.scheme == S::Scheme::nvfp4) {
+    if (!req.variant) req.variant = S::Variant::torchao;
+    if (!req.amax_nan) req.amax_nan = S::AmaxNan::propagate;
+  }
+  if (std::string(prof.name) != "te") return;
   if (!req.mx_rule && row.takes.contains(S::Option::mx_rule)) req.mx_rule = S::MxRule::rceil;
   if (!req.scale_format && req.scheme == S::Scheme::block) req.scale_format = S::ScaleFormat::pow2;
   if (!req.nonfinite && row.takes.contains(S::Option::nonfinite)) req.nonfinite = S::NonFinite::amax;

@@ -480,6 +480,9 @@ Suite scheme_suite(const std::string& suite, const std::string& family, std::uin
     for (TensorCase& t : tensors) {
       if (t.name.rfind("nonfinite", 0) == 0 && family == "mx" && rc.o.nonfinite.empty() && rc.label != "e4m3-floor")
         continue;  // NaN/Inf blocks: only under the rules that name a choice
+      if (t.name.rfind("nonfinite", 0) == 0 && so.variant == S::Variant::torchao)
+        continue;  // torchao's NaN scales make codes of the NaN's bit pattern, which lowbit does not model
+                   // (docs/semantics.md §4.7a): no golden case claims them
       if (so.variant == S::Variant::four_over_six || so.variant == S::Variant::four_over_six_mse ||
           so.hadamard) {
         // Keep these cases' rows a multiple of 16 where the scheme transforms 16x16 tiles.

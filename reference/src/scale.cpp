@@ -89,9 +89,6 @@ struct Band {
   int cols = 1;
   Gather gather{};
 };
-// The fp32 step between an element and its block's factor.
-enum class Step : std::uint8_t { multiply, divide };
-
 // The row kernels below are built for AVX-512, AVX2 and the baseline (the loader picks one for the CPU);
 // they are integer maxima, fp32 multiplications and divisions, each the same operation on every build.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
@@ -193,7 +190,7 @@ LOWBIT_SCALE_CLONES void row_columns(const float* v, int n, std::uint32_t lim, s
   }
 }
 
-// out[c] = v[c] * f[c / bc], or v[c] / f[c / bc] for Step::divide (row_multiply; mul_fixed: bc = BC).
+// out[c] = v[c] * f[c / bc] (row_multiply; mul_fixed: bc = BC).
 template <int BC>
 [[gnu::always_inline]] inline void mul_fixed(const float* v, int n, const float* f, float* out) {
   int c0 = 0, blk = 0;
@@ -204,24 +201,13 @@ template <int BC>
   for (int c = c0; c < n; ++c) out[c] = v[c] * f[blk];
 }
 
-LOWBIT_SCALE_CLONES void row_multiply(const float* v, int n, int bc, const float* f, Step step, float* out) {
-  const bool divide = step == Step::divide;
-  if (!divide) {
-    if (bc == 16) return mul_fixed<16>(v, n, f, out);
-    if (bc == 32) return mul_fixed<32>(v, n, f, out);
-    if (bc >= n) {
-      const float m = f[0];
-      for (int c = 0; c < n; ++c) out[c] = v[c] * m;
-      return;
-    }
-  }
+LOWBIT_SCALE_CLONES void row_multiply(const float* v, int n, int bc, const float* f, float* out) {
+  if (bc == 16) return mul_fixed<16>(v, n, f, out);
+  if (bc == 32) return mul_fixed<32>(v, n, f, out);
   for (int c0 = 0, blk = 0; c0 < n; c0 += bc, ++blk) {
     const float m = f[blk];
     const int c1 = std::min(n, c0 + bc);
-    if (divide)
-      for (int c = c0; c < c1; ++c) out[c] = v[c] / m;
-    else
-      for (int c = c0; c < c1; ++c) out[c] = v[c] * m;
+    for (int c = c0; c < c1; ++c) out[c] = v[c] * m;
   }
 }
 
@@ -530,19 +516,11 @@ class Streaming {
     scaled_.run(&x_.data[idx(r, 0)], static_cast<std::size_t>(C_), mult, static_cast<std::size_t>(block),
                 &q_.codes[idx(r, 0)], rbits_at(idx(r, 0)));
   }
-  // Every element times (or over) its block's factor f[(r / br) * nbc + c / bc], then into codes: the fp32
-  // operation each scheme specifies, then the element conversion.  A NaN factor gives its own NaN whatever
-  // the element (the product of two NaNs is the factor's, as the reference computes it).
-  void convert_rows(int br, int bc, int nbc, const std::vector<float>& f, Step step) {
-    for (int r = 0; r < R_; ++r) {
-      const float* factors = &f[static_cast<std::size_t>(r / br) * static_cast<std::size_t>(nbc)];
-      if (step == Step::multiply) {
-        scaled_row(r, factors, bc);
-        continue;
-      }
-      row_multiply(&x_.data[idx(r, 0)], C_, bc, factors, Step::divide, buf_.data());  // nvfp4-1level
-      convert_row(r);
-    }
+  // Every element times its block's factor f[(r / br) * nbc + c / bc], then into codes: the fp32 operation
+  // each scheme specifies, then the element conversion.  A NaN factor gives its own NaN whatever the element
+  // (the product of two NaNs is the factor's, as the reference computes it).
+  void convert_rows(int br, int bc, int nbc, const std::vector<float>& f) {
+    for (int r = 0; r < R_; ++r) scaled_row(r, &f[static_cast<std::size_t>(r / br) * static_cast<std::size_t>(nbc)], bc);
   }
 
   template <class BandMults, class AfterRow>
@@ -662,7 +640,7 @@ void Streaming::current() {
                  : block_amax(r0, r1, c0, c1, Reach::all);
         mult.push_back(block_scale(a));
       }
-    if (any_) convert_rows(br, bc, t.nbc, mult, Step::multiply);
+    if (any_) convert_rows(br, bc, t.nbc, mult);
   }
   if (packed)
     for (std::size_t i = 0; i < q_.scales.size(); i += 4) {
@@ -684,7 +662,7 @@ void Streaming::delayed(DelayedState& st) {
   q_.scales.push_back(bits_of(1.0f / s));
   float tensor_amax = 0.0f;
   if (any_) {
-    convert_rows(R_, C_, 1, std::vector<float>{s}, Step::multiply);
+    convert_rows(R_, C_, 1, std::vector<float>{s});
     tensor_amax = amax_of(block_amaxes(x_, R_, C_, Reach::all), 0, 0, R_, 0, C_, Reach::all);
   }
   st.history[0] = rules::fmax_nan_drop(st.history[0], tensor_amax);  // a signaling NaN too
@@ -786,7 +764,7 @@ void Streaming::mx_elements(int r, const std::vector<float>& mults, std::size_t 
   const int bc = o_.block;
   fix_.clear();
   if (row.special) {
-    row_multiply(&x_.data[idx(r, 0)], C_, bc, mults.data(), Step::multiply, buf_.data());
+    row_multiply(&x_.data[idx(r, 0)], C_, bc, mults.data(), buf_.data());
     for (int c0 = 0, blk = 0; c0 < C_; c0 += bc, ++blk) {
       if (q_.scales[first + static_cast<std::size_t>(blk)] == 0xFF) continue;
       for (int c = c0; c < std::min(C_, c0 + bc); ++c) {
@@ -823,8 +801,10 @@ void Streaming::nvfp4() {
   if (!any_ || (o_.amax_propagates_nan && std::find(t.nan.begin(), t.nan.end(), 1) != t.nan.end()))
     global = block_amax(0, R_, 0, C_, Reach::all);
   else global = float_of(*std::max_element(t.bits.begin(), t.bits.end()));
-  const float s_enc = rules::nvfp4_s_enc(global, variant.scale_max, elem_max_);  // 2688 (1536) / amax
-  const float s_dec = 1.0f / s_enc;
+  const bool torchao = variant.scales == TwoLevel::torchao;  // S_dec = amax / 2688 itself
+  const float s_dec = torchao ? rules::torchao_tensor_dec(global)
+                              : 1.0f / rules::nvfp4_s_enc(global, variant.scale_max, elem_max_);  // 2688 (1536) / amax
+  const float s_enc = torchao ? 1.0f / s_dec : rules::nvfp4_s_enc(global, variant.scale_max, elem_max_);
   q_.tensor_scale = bits_of(s_dec);
   q_.scale_format = &formats::e4m3;
   q_.block_rows = br;
@@ -849,13 +829,14 @@ void Streaming::nvfp4() {
     const std::size_t first = static_cast<std::size_t>(i) * nbc;
     const int r0 = i * br, r1 = std::min(R_, r0 + br);
     for (std::size_t k = 0; k < nbc; ++k)  // fminf(v, FLT_MAX): a NaN v gives FLT_MAX
-      block_dec[k] = rules::nvfp4_block_dec(t.value(first + k), enc_sixth);
+      block_dec[k] = torchao ? rules::torchao_block_dec(t.value(first + k), s_dec)
+                             : rules::nvfp4_block_dec(t.value(first + k), enc_sixth);
     if (o_.amax_propagates_nan)  // a block holding a NaN: its amax from amax_of (that NaN)
       for (std::size_t k = 0; k < nbc; ++k) {
         if (!t.nan[first + k]) continue;
         const int c0 = static_cast<int>(k) * 16;
         const float ba = amax_of(t, first + k, r0, r1, c0, std::min(C_, c0 + 16), Reach::all);
-        block_dec[k] = std::fmin(ba * enc_sixth, FLT_MAX);
+        block_dec[k] = torchao ? rules::torchao_block_dec(ba, s_dec) : std::fmin(ba * enc_sixth, FLT_MAX);
       }
     to_scale.run(block_dec.data(), nbc, &one, nbc, block_codes.data(), nullptr);
     q_.scales.insert(q_.scales.end(), block_codes.begin(), block_codes.end());
@@ -894,9 +875,9 @@ void Streaming::four_over_six(const BlockAmaxes& t, int br, float global, float 
       m6.push_back(rules::nvfp4_multiplier(sc6.back(), s_enc, s_dec, Multiplier::reciprocal, o_.zero_scale));
     }
   if (any_) {
-    convert_rows(br, 16, t.nbc, m4, Step::multiply);
+    convert_rows(br, 16, t.nbc, m4);
     const auto codes4 = q_.codes;
-    convert_rows(br, 16, t.nbc, m6, Step::multiply);
+    convert_rows(br, 16, t.nbc, m6);
     // One row's error over columns [c0, c1) for candidate codes `cd` under block scale code `sc`.
     auto row_error = [&](const auto& cd, int r, int c0, int c1, std::uint64_t sc) {
       const float sf = static_cast<float>(code_value(formats::e4m3, sc));
@@ -930,8 +911,8 @@ void Streaming::four_over_six(const BlockAmaxes& t, int br, float global, float 
   q_.scales = std::move(sc6);
 }
 
-// torchao single-level NVFP4: scale = fp32(block_amax / 6) clamped to [2^-6, 448] (a zero block gets 2^-6,
-// code 0x08), stored as e4m3; elements x / scale in fp32.
+// torchao 0.18 single-level NVFP4: scale = fp32(block_amax / 6) clamped to [2^-6, 448] (a zero block gets
+// 2^-6, code 0x08), stored as e4m3; elements x * fp32(1 / scale) in fp32.
 void Streaming::nvfp4_1level() {
   q_.scale_format = &formats::e4m3;
   q_.block_rows = 1;
@@ -947,9 +928,9 @@ void Streaming::nvfp4_1level() {
       s = std::clamp(s, 0x1p-6f, 448.0f);
       const std::uint64_t sc = to_element(s, formats::e4m3, sat, 0);
       q_.scales.push_back(sc);
-      scales_f.push_back(static_cast<float>(code_value(formats::e4m3, sc)));
+      scales_f.push_back(1.0f / static_cast<float>(code_value(formats::e4m3, sc)));
     }
-  if (any_) convert_rows(1, 16, t.nbc, scales_f, Step::divide);
+  if (any_) convert_rows(1, 16, t.nbc, scales_f);
 }
 
 }  // namespace

@@ -42,12 +42,6 @@ float value_of(const Format& f, std::uint64_t code) {
 // the factor's, batch.hpp's ScaledBatch rule).  A NaN x with a non-NaN factor gives x quieted.
 float product(float x, float factor) { return std::isnan(factor) ? factor : x * factor; }
 
-// The fp32 quotient x / scale (single-level NVFP4): one binary32 division; a NaN x gives x quieted whatever
-// the scale is (x86's rule for two NaN operands: the first one).
-float quotient(float x, float scale) {
-  return std::isnan(x) ? std::bit_cast<float>(bits_of(x) | 0x00400000u) : x / scale;
-}
-
 // Which elements an amax looks at.
 enum class AmaxOf : std::uint8_t {
   elements,     // every element; a NaN is dropped (fmaxf), or returned where the options propagate NaN
@@ -227,13 +221,17 @@ void Reference::mx() {
 // S_enc = rules::nvfp4_s_enc (scale_max * 6 / amax, scale_max 448, or 256 under 4over6) and the stored
 // tensor scale S_dec = fp32(1 / S_enc).  Per block: the decode scale fminf(amax * fp32(S_enc * fp32(1/6)),
 // FLT_MAX) into e4m3, its element multiplier rules::nvfp4_multiplier, each element fp32(x * multiplier).
-// 4over6 picks between two scales per block instead (four_over_six_block).
+// 4over6 picks between two scales per block instead (four_over_six_block).  The torchao variant forms both
+// scales its own way (rules::torchao_tensor_dec, rules::torchao_block_dec) and multiplies by
+// fp32(fp32(1 / S_dec) / scale).
 void Reference::nvfp4() {
   const VariantRow& v = variant_row(o_.variant);
   const int br = block_size(scheme_row(o_.scheme).block_rows, rows(), o_.block_rows);
   const float global = amax(0, rows(), 0, cols(), AmaxOf::elements);
-  const float s_enc = rules::nvfp4_s_enc(global, v.scale_max, elem_max());
-  const float s_dec = 1.0f / s_enc;
+  const bool torchao = v.scales == TwoLevel::torchao;
+  // torchao: S_dec = amax / 2688 itself (S_enc only names its reciprocal for the step-6 signature).
+  const float s_dec = torchao ? rules::torchao_tensor_dec(global) : 1.0f / rules::nvfp4_s_enc(global, v.scale_max, elem_max());
+  const float s_enc = torchao ? 1.0f / s_dec : rules::nvfp4_s_enc(global, v.scale_max, elem_max());
   q_.tensor_scale = bits_of(s_dec);
   q_.scale_format = &formats::e4m3;
   q_.block_rows = br;
@@ -246,7 +244,9 @@ void Reference::nvfp4() {
         four_over_six_block(r0, r1, c0, c1, global, s_enc, s_dec);
         continue;
       }
-      const std::uint64_t sc = to_e4m3(rules::nvfp4_block_dec(amax(r0, r1, c0, c1, AmaxOf::elements), enc_sixth));
+      const float block_amax = amax(r0, r1, c0, c1, AmaxOf::elements);
+      const std::uint64_t sc = to_e4m3(torchao ? rules::torchao_block_dec(block_amax, s_dec)
+                                               : rules::nvfp4_block_dec(block_amax, enc_sixth));
       q_.scales.push_back(sc);
       const float m = rules::nvfp4_multiplier(sc, s_enc, s_dec, v.multiplier, o_.zero_scale);
       for (int r = r0; r < r1; ++r)
@@ -304,8 +304,10 @@ float Reference::four_over_six_error(const BlockCodes& codes, int r0, int r1, in
   return row_sums[0];
 }
 
-// torchao's single-level NVFP4: per 1x16 block the scale fp32(amax / 6) clamped to [2^-6, 448] (a NaN stays
-// NaN) into e4m3, each element fp32(x / scale).
+// torchao 0.18's single-level NVFP4 (prototype/mx_formats/nvfp4_tensor.py nvfp4_quantize, "multiply by
+// reciprocal instead of dividing to match MSLK triton kernel numerics"): per 1x16 block the scale
+// fp32(amax / 6) clamped to [2^-6, 448] (a NaN stays NaN) into e4m3, each element fp32(x * fp32(1 / scale)).
+// (Earlier torchao divided, fp32(x / scale): the two differ where 1 / scale is inexact, near e2m1 ties.)
 void Reference::nvfp4_1level() {
   q_.scale_format = &formats::e4m3;
   q_.block_rows = 1;
@@ -318,8 +320,8 @@ void Reference::nvfp4_1level() {
       else if (448.0f < s) s = 448.0f;
       const std::uint64_t sc = to_e4m3(s);
       q_.scales.push_back(sc);
-      const float scale = value_of(formats::e4m3, sc);
-      for (int c = c0; c < c1; ++c) set(r, c, element(quotient(at(r, c), scale), r, c));
+      const float reciprocal = 1.0f / value_of(formats::e4m3, sc);
+      for (int c = c0; c < c1; ++c) set(r, c, element(product(at(r, c), reciprocal), r, c));
     }
 }
 

@@ -84,12 +84,16 @@ constexpr const auto& names_of(ZeroScale) { return zero_scale_names; }
 // four_over_six / four_over_six_mse: TE's "4over6" (docs/semantics.md §4): S_enc = 1536 / amax (256 in place of
 // 448), and each block keeps whichever of its map-to-6 and map-to-4 (block scale times 1.5) encodings has
 // the smaller summed dequantization error, absolute (TE's default) or squared; a tie keeps map-to-6.
-enum class Variant : std::uint8_t { standard, fast_math, four_over_six, four_over_six_mse };
+// torchao: torchao 0.18's two-level NVFP4 (prototype/mx_formats/nvfp4_tensor.py, per_tensor_amax_to_scale and
+// nvfp4_quantize): S_dec = fp32(amax / 2688); each block scale fp32(fp32(block_amax / 6) / S_dec) clamped to
+// [2^-6, 448] (an all-zero block gets 2^-6, code 0x08); elements x * fp32(fp32(1 / S_dec) / scale).
+enum class Variant : std::uint8_t { standard, fast_math, four_over_six, four_over_six_mse, torchao };
 inline constexpr Named<Variant> variant_names[] = {
     {Variant::standard, "standard", "TE's kernel"},
     {Variant::fast_math, "fast-math", "the element multiplier as a bf16"},
     {Variant::four_over_six, "4over6", "per block map to 4 or 6, least absolute error"},
     {Variant::four_over_six_mse, "4over6-mse", "per block map to 4 or 6, least squared error"},
+    {Variant::torchao, "torchao", "torchao 0.18: S_dec = amax / 2688, block scales S_dec quotients in [2^-6, 448]"},
 };
 constexpr const auto& names_of(Variant) { return variant_names; }
 
@@ -343,7 +347,7 @@ inline constexpr SchemeRow scheme_rows[] = {
      .passes = Passes::one,
      .takes = {Option::element, Option::block, Option::amax_nan, Option::hadamard},
      .variants = {Variant::standard},
-     .source = "torchao nvfp4 single-level (scale = fp32(block amax / 6) in [2^-6, 448], x / scale)"},
+     .source = "torchao 0.18 nvfp4_quantize single-level (scale = fp32(block amax / 6) in [2^-6, 448], x * fp32(1 / scale))"},
 };
 
 // The row of a scheme.
@@ -360,12 +364,19 @@ enum class BlockChoice : std::uint8_t {
   least_squared_error,  // 4over6-mse: the same with squared errors
 };
 enum class Multiplier : std::uint8_t {
-  reciprocal,    // fminf(1 / (scale * S_dec), FLT_MAX)
-  bf16_quotient  // fast-math: bf16(fminf(S_enc / scale, bf16 max))
+  reciprocal,     // fminf(1 / (scale * S_dec), FLT_MAX)
+  bf16_quotient,  // fast-math: bf16(fminf(S_enc / scale, bf16 max))
+  dec_quotient    // torchao: fp32(fp32(1 / S_dec) / scale)
+};
+// How the tensor's decode scale and each block's scale are formed.
+enum class TwoLevel : std::uint8_t {
+  te,      // TE: S_enc = scale_max * 6 / amax, S_dec = fp32(1 / S_enc); block scale fminf(amax * fp32(S_enc / 6))
+  torchao  // torchao: S_dec = fp32(amax / (448 * 6)); block scale clamp(fp32(fp32(amax / 6) / S_dec), 2^-6, 448)
 };
 struct VariantRow {
   Variant variant;
   float scale_max;  // the block scale's bound in S_enc = scale_max * 6 / amax: 448, or 256 for 4over6
+  TwoLevel scales;
   Multiplier multiplier;
   BlockChoice choice;
   bool takes_hadamard;
@@ -374,26 +385,37 @@ struct VariantRow {
 inline constexpr VariantRow variant_rows[] = {
     {.variant = Variant::standard,
      .scale_max = 448.0f,
+     .scales = TwoLevel::te,
      .multiplier = Multiplier::reciprocal,
      .choice = BlockChoice::map_to_6,
      .takes_hadamard = true,
      .takes_stochastic_rounding = true},
     {.variant = Variant::fast_math,
      .scale_max = 448.0f,
+     .scales = TwoLevel::te,
      .multiplier = Multiplier::bf16_quotient,
      .choice = BlockChoice::map_to_6,
      .takes_hadamard = true,
      .takes_stochastic_rounding = true},
     {.variant = Variant::four_over_six,
      .scale_max = 256.0f,
+     .scales = TwoLevel::te,
      .multiplier = Multiplier::reciprocal,
      .choice = BlockChoice::least_abs_error,
      .takes_hadamard = false,
      .takes_stochastic_rounding = false},
     {.variant = Variant::four_over_six_mse,
      .scale_max = 256.0f,
+     .scales = TwoLevel::te,
      .multiplier = Multiplier::reciprocal,
      .choice = BlockChoice::least_squared_error,
+     .takes_hadamard = false,
+     .takes_stochastic_rounding = false},
+    {.variant = Variant::torchao,
+     .scale_max = 448.0f,
+     .scales = TwoLevel::torchao,
+     .multiplier = Multiplier::dec_quotient,
+     .choice = BlockChoice::map_to_6,
      .takes_hadamard = false,
      .takes_stochastic_rounding = false},
 };

@@ -154,12 +154,24 @@ LOWBIT_HD inline float nvfp4_block_dec(float block_amax, float enc_sixth) {
 }
 LOWBIT_HD inline float nvfp4_sixth() { return 1.0f / 6.0f; }  // fp32(1/6), as TE's kernel spells it
 
+// torchao 0.18's two-level NVFP4 (prototype/mx_formats/nvfp4_tensor.py): the tensor decode scale
+// per_tensor_amax_to_scale = fp32(amax / (448 * 6)), and a block's scale before its e4m3 cast,
+// torch.clamp(fp32(fp32(block_amax / 6) / S_dec), 2^-6, 448), a NaN staying NaN (torch.clamp keeps NaN).
+LOWBIT_HD inline float torchao_tensor_dec(float global) { return global / 2688.0f; }
+LOWBIT_HD inline float torchao_block_dec(float block_amax, float s_dec) {
+  const float v = block_amax / 6.0f / s_dec;
+  if (v != v) return v;
+  return v < 0x1p-6f ? 0x1p-6f : (v > 448.0f ? 448.0f : v);
+}
+
 // NVFP4 step 6: the element multiplier of a block scale code.  Multiplier::reciprocal: fminf(1 / (scale *
 // S_dec), FLT_MAX) (0 for a zero scale under ZeroScale::reference); Multiplier::bf16_quotient (fast-math):
-// bf16(fminf(S_enc / scale, bf16 max)), whatever the zero-scale rule.
+// bf16(fminf(S_enc / scale, bf16 max)), whatever the zero-scale rule; Multiplier::dec_quotient (torchao):
+// fp32(fp32(1 / S_dec) / scale), no bound.
 LOWBIT_HD inline float nvfp4_multiplier(std::uint64_t sc, float s_enc, float s_dec, Multiplier multiplier,
                                         ZeroScale zero_scale) {
   const float scale_f = e4m3_value(sc);
+  if (multiplier == Multiplier::dec_quotient) return 1.0f / s_dec / scale_f;  // torchao: (1 / S_dec) / scale
   if (multiplier == Multiplier::bf16_quotient) {
     const float m = fmin_nan_drop(s_enc / scale_f, float_of(0x7F7F0000u));
     constexpr Format f32 = formats::f32;
