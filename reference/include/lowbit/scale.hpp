@@ -84,14 +84,29 @@ constexpr const auto& names_of(ZeroScale) { return zero_scale_names; }
 // four_over_six / four_over_six_mse: TE's "4over6" (docs/semantics.md §4): S_enc = 1536 / amax (256 in place of
 // 448), and each block keeps whichever of its map-to-6 and map-to-4 (block scale times 1.5) encodings has
 // the smaller summed dequantization error, absolute (TE's default) or squared; a tie keeps map-to-6.
-enum class Variant : std::uint8_t { standard, fast_math, four_over_six, four_over_six_mse };
+// compressed_tensors: the arithmetic of compressed-tensors 0.20.1's CPU path (the vLLM / LLM Compressor
+// checkpoint format), for NVFP4 and for the FP8 rows (tensor, token, block): scales computed in the
+// Compute precision (the weight's dtype), elements divided by the scale, docs/semantics.md §4
+// "compressed-tensors".
+enum class Variant : std::uint8_t { standard, fast_math, four_over_six, four_over_six_mse, compressed_tensors };
 inline constexpr Named<Variant> variant_names[] = {
     {Variant::standard, "standard", "TE's kernel"},
     {Variant::fast_math, "fast-math", "the element multiplier as a bf16"},
     {Variant::four_over_six, "4over6", "per block map to 4 or 6, least absolute error"},
     {Variant::four_over_six_mse, "4over6-mse", "per block map to 4 or 6, least squared error"},
+    {Variant::compressed_tensors, "compressed-tensors", "compressed-tensors 0.20.1 (vLLM checkpoints), its CPU path"},
 };
 constexpr const auto& names_of(Variant) { return variant_names; }
+
+// The precision an exporter computes its scales in.  compressed-tensors keeps the weight's dtype through its
+// calibration (torch ops on bf16 tensors round every result to bf16); TE computes in f32.
+enum class Compute : std::uint8_t { f32, bf16, f16 };
+inline constexpr Named<Compute> compute_names[] = {
+    {Compute::f32, "f32", "every step one binary32 operation"},
+    {Compute::bf16, "bf16", "each step rounded to bf16 (a bf16 weight's torch ops)"},
+    {Compute::f16, "f16", "each step rounded to f16 (an f16 weight's torch ops)"},
+};
+constexpr const auto& names_of(Compute) { return compute_names; }
 
 // Which copies `lowbit quantize` writes: rowwise, the transpose (TE's columnwise copy), or both.
 enum class Direction : std::uint8_t { row, col, both };
@@ -125,6 +140,7 @@ enum class Option : std::uint8_t {
   zero_scale,
   variant,
   hadamard,
+  compute,
 };
 inline constexpr Named<Option> option_names[] = {
     {Option::element, "element", "the element format"},
@@ -137,6 +153,7 @@ inline constexpr Named<Option> option_names[] = {
     {Option::zero_scale, "zero-scale", "NVFP4's element multiplier for a zero block scale"},
     {Option::variant, "variant", "the two-level NVFP4 variant"},
     {Option::hadamard, "hadamard", "the 16x16 random Hadamard transform first"},
+    {Option::compute, "compute", "the precision the scales are computed in (compressed-tensors variant)"},
 };
 constexpr const auto& names_of(Option) { return option_names; }
 
@@ -221,9 +238,12 @@ inline constexpr const Format* mx_elements[] = {&formats::e4m3, &formats::e5m2, 
 inline constexpr const Format* nvfp4_elements[] = {&formats::e2m1};
 
 namespace detail {
-inline constexpr EnumSet<Option> current_options{Option::element, Option::scale_format, Option::amax_nan, Option::eps};
-inline constexpr EnumSet<Option> nvfp4_options{Option::element,    Option::block,   Option::amax_nan,
-                                               Option::zero_scale, Option::variant, Option::hadamard};
+inline constexpr EnumSet<Option> current_options{Option::element, Option::scale_format, Option::amax_nan,
+                                                 Option::eps,     Option::variant,      Option::compute};
+inline constexpr EnumSet<Option> nvfp4_options{Option::element,    Option::block,   Option::amax_nan, Option::zero_scale,
+                                               Option::variant,    Option::hadamard, Option::compute};
+// The FP8 rows' variants: TE's arithmetic and compressed-tensors'.
+inline constexpr EnumSet<Variant> current_variants{Variant::standard, Variant::compressed_tensors};
 }  // namespace detail
 
 inline constexpr SchemeRow scheme_rows[] = {
@@ -238,7 +258,7 @@ inline constexpr SchemeRow scheme_rows[] = {
      .scale_element = nullptr,
      .passes = Passes::two,
      .takes = detail::current_options,
-     .variants = {Variant::standard},
+     .variants = detail::current_variants,
      .source = "TE compute_scale_from_amax (recipe_common.cuh), Float8CurrentScaling"},
     {.scheme = Scheme::delayed,
      .family = Family::delayed,
@@ -277,7 +297,7 @@ inline constexpr SchemeRow scheme_rows[] = {
      .scale_element = nullptr,
      .passes = Passes::one,
      .takes = detail::current_options,
-     .variants = {Variant::standard},
+     .variants = detail::current_variants,
      .source = "TE compute_scale_from_amax per row"},
     {.scheme = Scheme::block,
      .family = Family::current,
@@ -289,8 +309,9 @@ inline constexpr SchemeRow scheme_rows[] = {
      .scale_formats = EnumSet<ScaleFormat>::every(),
      .scale_element = nullptr,
      .passes = Passes::one,
-     .takes = {Option::element, Option::block, Option::scale_format, Option::amax_nan, Option::eps},
-     .variants = {Variant::standard},
+     .takes = {Option::element, Option::block, Option::scale_format, Option::amax_nan, Option::eps, Option::variant,
+               Option::compute},
+     .variants = detail::current_variants,
      .source = "TE Float8BlockScaling (value_for_inf FLT_MAX); DeepGEMM's ue8m0 packing"},
     {.scheme = Scheme::mx,
      .family = Family::mx,
@@ -363,8 +384,14 @@ enum class Multiplier : std::uint8_t {
   reciprocal,    // fminf(1 / (scale * S_dec), FLT_MAX)
   bf16_quotient  // fast-math: bf16(fminf(S_enc / scale, bf16 max))
 };
+// Whose order of operations a variant follows.
+enum class Order : std::uint8_t {
+  te,                 // TE: S_enc = 2688 / amax in f32, block scale amax * S_enc / 6, elements x * multiplier
+  compressed_tensors  // compressed-tensors: its global scale, block scale and x / (scale / global), see quantize
+};
 struct VariantRow {
   Variant variant;
+  Order order;
   float scale_max;  // the block scale's bound in S_enc = scale_max * 6 / amax: 448, or 256 for 4over6
   Multiplier multiplier;
   BlockChoice choice;
@@ -373,27 +400,38 @@ struct VariantRow {
 };
 inline constexpr VariantRow variant_rows[] = {
     {.variant = Variant::standard,
+     .order = Order::te,
      .scale_max = 448.0f,
      .multiplier = Multiplier::reciprocal,
      .choice = BlockChoice::map_to_6,
      .takes_hadamard = true,
      .takes_stochastic_rounding = true},
     {.variant = Variant::fast_math,
+     .order = Order::te,
      .scale_max = 448.0f,
      .multiplier = Multiplier::bf16_quotient,
      .choice = BlockChoice::map_to_6,
      .takes_hadamard = true,
      .takes_stochastic_rounding = true},
     {.variant = Variant::four_over_six,
+     .order = Order::te,
      .scale_max = 256.0f,
      .multiplier = Multiplier::reciprocal,
      .choice = BlockChoice::least_abs_error,
      .takes_hadamard = false,
      .takes_stochastic_rounding = false},
     {.variant = Variant::four_over_six_mse,
+     .order = Order::te,
      .scale_max = 256.0f,
      .multiplier = Multiplier::reciprocal,
      .choice = BlockChoice::least_squared_error,
+     .takes_hadamard = false,
+     .takes_stochastic_rounding = false},
+    {.variant = Variant::compressed_tensors,
+     .order = Order::compressed_tensors,
+     .scale_max = 448.0f,
+     .multiplier = Multiplier::reciprocal,  // not used: its elements divide (Order::compressed_tensors)
+     .choice = BlockChoice::map_to_6,
      .takes_hadamard = false,
      .takes_stochastic_rounding = false},
 };
@@ -419,6 +457,10 @@ struct Options {
   ZeroScale zero_scale = ZeroScale::kernel;
   Variant variant = Variant::standard;
   bool hadamard = false;
+  Compute compute = Compute::f32;
+  // NVFP4: the amax the tensor scale comes from, where a runtime shares one tensor scale across fused
+  // projections (q/k/v, gate/up: the largest of their amaxes); nullopt: this tensor's own amax.
+  std::optional<float> tensor_amax;
   Policy element_policy{.rounding = Rounding::rne, .overflow = Overflow::satfinite};
 };
 
@@ -445,6 +487,8 @@ struct Request {
   std::optional<ZeroScale> zero_scale;
   std::optional<Variant> variant;
   bool hadamard = false;
+  std::optional<Compute> compute;
+  std::optional<float> tensor_amax;  // NVFP4 (Options::tensor_amax)
   Policy element_policy{.rounding = Rounding::rne, .overflow = Overflow::satfinite};
 };
 
@@ -493,6 +537,9 @@ struct Quantized {
   const Format* scale_format = nullptr;       // f32, e8m0 (MX, ue8m0-packed) or e4m3 (NVFP4)
   std::vector<std::uint64_t> scales;          // decode scales in block order (row-major over blocks)
   std::optional<std::uint32_t> tensor_scale;  // NVFP4 S_dec (f32 bits)
+  // compressed-tensors NVFP4: the encode scale it stores (weight_global_scale, f32 bits); the decode scale is
+  // then 1 / global_scale, and tensor_scale is absent.
+  std::optional<std::uint32_t> global_scale;
   std::vector<std::uint32_t> packed_scales;   // ue8m0-packed: four codes per word, the first in bits 7:0
   int scale_rows() const { return ceil_div(rows, block_rows); }
   int scale_cols() const { return ceil_div(cols, block_cols); }
