@@ -12,6 +12,7 @@ set(_lowbit_py_tests
   cli_convert_streaming  cli/test_convert_streaming.py
   cli_schemes_gemm  cli/test_schemes_cli.py
   cli_checkpoint  cli/test_checkpoint_cli.py
+  checkpoint_compressed_tensors  checkpoint/test_ct_checkpoints.py
   cli_result_path  cli/test_result_path.py
   peer_ml_dtypes  peers/test_mldtypes.py
   peer_gfloat  peers/test_gfloat.py

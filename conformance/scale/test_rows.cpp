@@ -49,6 +49,7 @@ S::Request naming(S::Scheme s, S::Option opt) {
     case S::Option::zero_scale: r.zero_scale = S::ZeroScale::kernel; break;
     case S::Option::variant: r.variant = S::Variant::standard; break;
     case S::Option::hadamard: r.hadamard = true; break;
+    case S::Option::compute: r.compute = S::Compute::f32; break;
   }
   return r;
 }

@@ -113,11 +113,8 @@ int run_verify(const VerifyOptions& o) {
   } catch (const io::FileError& e) { throw InputError(e.what()); }
   const std::vector<TensorReport>& reports = report.tensors;
 
-  std::size_t differing = 0, notes = 0;
-  for (const TensorReport& t : reports) {
-    differing += t.diffs.size();
-    notes += t.notes.size();
-  }
+  std::size_t differing = 0;
+  for (const TensorReport& t : reports) differing += t.diffs.size();
   const bool identical = report.identical();
   const std::size_t limit = o.max_report < 0 ? SIZE_MAX : static_cast<std::size_t>(o.max_report);
   std::size_t shown = 0;
