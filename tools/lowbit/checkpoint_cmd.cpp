@@ -157,7 +157,10 @@ int run_verify(const VerifyOptions& o) {
         }
     }
     if (shown < differing) s += "(" + std::to_string(differing - shown) + " more differing blocks not listed)\n";
-    s += "verify-checkpoint: " + std::string(name(report.format)) + ", " + std::to_string(reports.size()) +
+    // lowbit's own files keep the summary they always had; an exporter's is named.
+    const std::string format =
+        report.format == checkpoint::CheckpointFormat::lowbit ? "" : std::string(name(report.format)) + ", ";
+    s += "verify-checkpoint: " + format + std::to_string(reports.size()) +
          " tensor(s), " + std::to_string(differing) + " differing block(s)" +
          (report.problems.empty() ? "" : ", " + std::to_string(report.problems.size()) + " problem(s)") +
          (identical ? ", identical" : "") + "\n";
