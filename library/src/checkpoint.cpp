@@ -33,7 +33,7 @@ io::FileError key_error(const std::string& path, const std::string& key, const s
 
 // The stored codes of W.data, one byte per element (row-major), checked against W's shape.
 std::vector<std::uint8_t> actual_codes(const io::Safetensors& b, const std::string& key, const S::Quantized& q,
-                                        const std::vector<std::uint64_t>& shape, Packing packing) {
+                                       const std::vector<std::uint64_t>& shape, Packing packing) {
   const io::Tensor& t = b.tensor(key);
   const Format& el = *q.element;
   const bool byte_dtype = t.dtype == io::DType::u8 || (t.dtype == io::DType::i8 && el.bits == 8) ||
@@ -135,9 +135,7 @@ TensorReport verify_tensor(const io::Safetensors& a, const io::Safetensors& b, c
   try {
     o = recipe_from_keys(get);
     so = build(o).options;
-  } catch (const ArgumentError& e) {
-    throw key_error(b.path, prefix + recipe_key(e.argument), e.what());
-  }
+  } catch (const ArgumentError& e) { throw key_error(b.path, prefix + recipe_key(e.argument), e.what()); }
   if (so.scheme == S::Scheme::delayed)
     throw key_error(b.path, prefix + "quantization_format",
                     "delayed scaling cannot be re-computed from the tensor alone");

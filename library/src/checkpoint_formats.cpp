@@ -17,12 +17,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "lowbit/checkpoint.hpp"
 #include "lowbit/error.hpp"
@@ -53,9 +52,7 @@ json read_json(const std::string& path) {
   if (!in && !in.eof()) throw io::FileError(path, "file", "cannot be read");
   try {
     return json::parse(ss.str());
-  } catch (const json::exception& e) {
-    throw io::FileError(path, "file", "not JSON: " + echo_text(e.what(), 200));
-  }
+  } catch (const json::exception& e) { throw io::FileError(path, "file", "not JSON: " + echo_text(e.what(), 200)); }
 }
 
 io::FileError key_error(const std::string& path, const std::string& key, const std::string& why) {
@@ -131,8 +128,8 @@ struct CtWeights {
   std::string group, key;  // "config_groups.<group>" and the JSON path of its weights, for messages
   std::string kind;        // "FP8 per-tensor", "NVFP4", ...
   S::Request request;
-  bool packed = false;          // weight_packed (FP4) rather than weight (FP8)
-  bool static_input = false;    // input_scale / input_global_scale expected
+  bool packed = false;        // weight_packed (FP4) rather than weight (FP8)
+  bool static_input = false;  // input_scale / input_global_scale expected
   std::vector<std::string> targets;
 };
 
@@ -193,8 +190,8 @@ CtWeights ct_weights(const std::string& path, const std::string& group, const js
       w.kind = "FP8 per-channel";
     } else if (strategy == "block") {
       const json* bs = get("block_structure");
-      if (!bs || !bs->is_array() || bs->size() != 2 || !(*bs)[0].is_number_integer() ||
-          !(*bs)[1].is_number_integer() || (*bs)[0].get<long long>() < 1 || (*bs)[1].get<long long>() < 1 ||
+      if (!bs || !bs->is_array() || bs->size() != 2 || !(*bs)[0].is_number_integer() || !(*bs)[1].is_number_integer() ||
+          (*bs)[0].get<long long>() < 1 || (*bs)[1].get<long long>() < 1 ||
           (*bs)[0].get<long long>() > S::max_block_side || (*bs)[1].get<long long>() > S::max_block_side)
         throw key_error(path, w.key + ".block_structure", "not [rows, cols] of positive integers");
       r.scheme = S::Scheme::block;
@@ -206,7 +203,8 @@ CtWeights ct_weights(const std::string& path, const std::string& group, const js
       r.block = group_size();
       w.kind = "FP8 group " + std::to_string(*r.block);
     } else {
-      throw key_error(path, w.key + ".strategy", "'" + echo_text(strategy, 40) + "' is not tensor, channel, block or group");
+      throw key_error(path, w.key + ".strategy",
+                      "'" + echo_text(strategy, 40) + "' is not tensor, channel, block or group");
     }
   } else if (nb == 4) {
     w.packed = true;
@@ -244,8 +242,7 @@ CtConfig ct_config(const std::string& dir) {
   if (!j.is_object() || !j.contains("quantization_config") || !j["quantization_config"].is_object())
     throw key_error(c.path, "quantization_config", "missing: nothing says how the weights were quantized");
   const json& q = j["quantization_config"];
-  if (!q.contains("quant_method"))
-    throw key_error(c.path, "quantization_config.quant_method", "missing");
+  if (!q.contains("quant_method")) throw key_error(c.path, "quantization_config.quant_method", "missing");
   const std::string method = text_of(q["quant_method"], c.path, "quantization_config.quant_method");
   if (method != "compressed-tensors")
     throw key_error(c.path, "quantization_config.quant_method",
@@ -412,8 +409,9 @@ class CtVerifier {
     const std::string src_key = m + ".weight";
     const io::Tensor& st = src_.at(src_key);
     const auto values = quantized::float_values(st);
-    if (!values) throw key_error(src_.file_of(src_key), src_key, "dtype " + std::string(io::dtype_name(st.dtype)) +
-                                                                   " is not F32, BF16 or F16");
+    if (!values)
+      throw key_error(src_.file_of(src_key), src_key,
+                      "dtype " + std::string(io::dtype_name(st.dtype)) + " is not F32, BF16 or F16");
     const auto dims = quantized::matrix_dims(st.shape);
     if (!dims || st.shape.size() != 2)
       throw key_error(src_.file_of(src_key), src_key, "shape " + shape_text(st.shape) + " is not a matrix");
@@ -468,10 +466,12 @@ class CtVerifier {
       }
       scales = *bits;
       if (sc.dtype != st.dtype)
-        tr.notes.push_back(scale_key + ": dtype " + std::string(io::dtype_name(sc.dtype)) + ", the source weight's is " +
-                           std::string(io::dtype_name(st.dtype)) + " (compressed-tensors keeps the weight's)");
+        tr.notes.push_back(scale_key + ": dtype " + std::string(io::dtype_name(sc.dtype)) +
+                           ", the source weight's is " + std::string(io::dtype_name(st.dtype)) +
+                           " (compressed-tensors keeps the weight's)");
     } else {
-      const bool ok = sc.dtype == io::DType::u8 || (sc.dtype == io::DType::f8_e4m3 && q.scale_format == &formats::e4m3) ||
+      const bool ok = sc.dtype == io::DType::u8 ||
+                      (sc.dtype == io::DType::f8_e4m3 && q.scale_format == &formats::e4m3) ||
                       (sc.dtype == io::DType::f8_e8m0 && q.scale_format == &formats::e8m0);
       if (!ok) {
         problem(scale_key + ": dtype " + std::string(io::dtype_name(sc.dtype)) + " does not hold " +
@@ -485,7 +485,8 @@ class CtVerifier {
     if (!shape_ok) {
       std::string why = scale_key + ": shape " + shape_text(sc.shape) + ", but " + w.kind + " blocks of " +
                         std::to_string(q.block_rows) + "x" + std::to_string(q.block_cols) + " over " +
-                        shape_text(st.shape) + " take " + (so.scheme == S::Scheme::tensor ? "[1]" : shape_text(row_major));
+                        shape_text(st.shape) + " take " +
+                        (so.scheme == S::Scheme::tensor ? "[1]" : shape_text(row_major));
       if (!f32_scales && sc.elements() == pack::cublaslt_shape(sr, scols).bytes() && sc.elements() != sr * scols)
         why += "; its size is the swizzled (cuBLASLt tiled) layout's, compressed-tensors stores them row-major";
       problem(why);
@@ -551,11 +552,13 @@ class CtVerifier {
         listing += (listing.empty() ? "" : ", ") + peer + ".weight_global_scale " + f32_text(v);
       }
       if (values.size() > 1)
-        problem("fused " + parent_of(m) + " {" + [&] {
-          std::string s;
-          for (const std::string& p : group) s += (s.empty() ? "" : ", ") + leaf_of(p);
-          return s;
-        }() + "}: global scales differ where vLLM's fused projection needs one: " + listing);
+        problem("fused " + parent_of(m) + " {" +
+                [&] {
+                  std::string s;
+                  for (const std::string& p : group) s += (s.empty() ? "" : ", ") + leaf_of(p);
+                  return s;
+                }() +
+                "}: global scales differ where vLLM's fused projection needs one: " + listing);
     }
   }
 

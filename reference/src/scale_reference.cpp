@@ -321,8 +321,8 @@ void Reference::nvfp4_compressed_tensors(int br) {
   q_.block_rows = br;
   q_.block_cols = 16;
   const Compute c = o_.compute;
-  const float a = std::max(o_.tensor_amax ? *o_.tensor_amax : amax(0, rows(), 0, cols(), AmaxOf::elements),
-                           compute_tiny(c));
+  const float a =
+      std::max(o_.tensor_amax ? *o_.tensor_amax : amax(0, rows(), 0, cols(), AmaxOf::elements), compute_tiny(c));
   float gs = in_compute(in_compute(1.0f / a, c) * 2688.0f, c);
   if (!std::isfinite(gs)) gs = 1.0f;
   q_.global_scale = bits_of(gs);

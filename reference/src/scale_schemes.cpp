@@ -51,9 +51,7 @@ class Resolver {
   }
 
  private:
-  std::optional<Refusal> refuse(Option opt, const std::string& why) const {
-    return Refusal{opt, why};
-  }
+  std::optional<Refusal> refuse(Option opt, const std::string& why) const { return Refusal{opt, why}; }
 
   // A named option the row does not take: which schemes do.
   std::optional<Refusal> not_taken(Option opt, const std::string& given) const {
@@ -174,8 +172,9 @@ class Resolver {
     if (is_stochastic(o_.element_policy.rounding) && !v.takes_stochastic_rounding)
       return refuse(Option::variant, std::string(name(o_.variant)) + " is not combined with stochastic rounding");
     if (v.order == Order::te && o_.compute != Compute::f32)
-      return refuse(Option::compute, std::string(name(o_.compute)) + " applies to the compressed-tensors variant only (" +
-                                         name(o_.variant) + " computes in f32)");
+      return refuse(Option::compute, std::string(name(o_.compute)) +
+                                         " applies to the compressed-tensors variant only (" + name(o_.variant) +
+                                         " computes in f32)");
     if (v.order == Order::compressed_tensors) {
       // compressed-tensors has none of these: its scale is amax / max in the weight's dtype, an all-zero
       // block's scale that dtype's eps (0.125 for an e4m3 scale).

@@ -24,11 +24,11 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "lowbit/checkpoint.hpp"
 #include "lowbit/exact.hpp"
 #include "lowbit/io.hpp"
 #include "lowbit/pack.hpp"
 #include "lowbit/scale.hpp"
-#include "lowbit/checkpoint.hpp"
 #include "quantize_common.hpp"
 
 namespace lowbit::cli {
@@ -44,7 +44,7 @@ using checkpoint::value_text;
 struct VerifyOptions {
   std::string source, quantized;
   std::vector<std::string> fused;  // "a,b,c" groups, or "none"
-  long long max_report = -1;  // < 0: every differing block
+  long long max_report = -1;       // < 0: every differing block
   bool as_json = false;
 };
 
@@ -119,12 +119,8 @@ int run_verify(const VerifyOptions& o) {
   const std::size_t limit = o.max_report < 0 ? SIZE_MAX : static_cast<std::size_t>(o.max_report);
   std::size_t shown = 0;
   if (o.as_json) {
-    json out = {{"source", o.source},
-                {"quantized", o.quantized},
-                {"format", name(report.format)},
-                {"identical", identical},
-                {"problems", report.problems},
-                {"differing_blocks", differing},
+    json out = {{"source", o.source},      {"quantized", o.quantized},    {"format", name(report.format)},
+                {"identical", identical},  {"problems", report.problems}, {"differing_blocks", differing},
                 {"tensors", json::array()}};
     for (const TensorReport& t : reports) {
       json jt = {{"name", t.name},     {"recipe", t.recipe},
@@ -160,8 +156,8 @@ int run_verify(const VerifyOptions& o) {
     // lowbit's own files keep the summary they always had; an exporter's is named.
     const std::string format =
         report.format == checkpoint::CheckpointFormat::lowbit ? "" : std::string(name(report.format)) + ", ";
-    s += "verify-checkpoint: " + format + std::to_string(reports.size()) +
-         " tensor(s), " + std::to_string(differing) + " differing block(s)" +
+    s += "verify-checkpoint: " + format + std::to_string(reports.size()) + " tensor(s), " + std::to_string(differing) +
+         " differing block(s)" +
          (report.problems.empty() ? "" : ", " + std::to_string(report.problems.size()) + " problem(s)") +
          (identical ? ", identical" : "") + "\n";
     std::cout << s;

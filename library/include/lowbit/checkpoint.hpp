@@ -58,8 +58,8 @@ constexpr const auto& names_of(CheckpointFormat) { return checkpoint_format_name
 // Safetensors files read as one set of tensors: a file, or a directory holding model.safetensors or the
 // shards that model.safetensors.index.json's weight_map names.
 struct TensorSet {
-  std::string path;                    // what was named, for messages
-  std::vector<io::Safetensors> files;  // in the order read
+  std::string path;                          // what was named, for messages
+  std::vector<io::Safetensors> files;        // in the order read
   std::map<std::string, std::size_t> where;  // tensor name -> its file
   bool contains(const std::string& key) const { return where.count(key) != 0; }
   const io::Tensor* find(const std::string& key) const;

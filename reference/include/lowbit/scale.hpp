@@ -240,8 +240,8 @@ inline constexpr const Format* nvfp4_elements[] = {&formats::e2m1};
 namespace detail {
 inline constexpr EnumSet<Option> current_options{Option::element, Option::scale_format, Option::amax_nan,
                                                  Option::eps,     Option::variant,      Option::compute};
-inline constexpr EnumSet<Option> nvfp4_options{Option::element,    Option::block,   Option::amax_nan, Option::zero_scale,
-                                               Option::variant,    Option::hadamard, Option::compute};
+inline constexpr EnumSet<Option> nvfp4_options{Option::element, Option::block,    Option::amax_nan, Option::zero_scale,
+                                               Option::variant, Option::hadamard, Option::compute};
 // The FP8 rows' variants: TE's arithmetic and compressed-tensors'.
 inline constexpr EnumSet<Variant> current_variants{Variant::standard, Variant::compressed_tensors};
 }  // namespace detail
@@ -540,7 +540,7 @@ struct Quantized {
   // compressed-tensors NVFP4: the encode scale it stores (weight_global_scale, f32 bits); the decode scale is
   // then 1 / global_scale, and tensor_scale is absent.
   std::optional<std::uint32_t> global_scale;
-  std::vector<std::uint32_t> packed_scales;   // ue8m0-packed: four codes per word, the first in bits 7:0
+  std::vector<std::uint32_t> packed_scales;  // ue8m0-packed: four codes per word, the first in bits 7:0
   int scale_rows() const { return ceil_div(rows, block_rows); }
   int scale_cols() const { return ceil_div(cols, block_cols); }
 };
