@@ -13,6 +13,7 @@ set(_lowbit_py_tests
   cli_schemes_gemm  cli/test_schemes_cli.py
   cli_checkpoint  cli/test_checkpoint_cli.py
   cli_npy_sources  cli/test_npy_sources.py
+  checkpoint_compressed_tensors  checkpoint/test_ct_checkpoints.py
   cli_result_path  cli/test_result_path.py
   peer_ml_dtypes  peers/test_mldtypes.py
   peer_gfloat  peers/test_gfloat.py

@@ -29,6 +29,12 @@ if(LOWBIT_PEERS_PYTHON)
   lowbit_peer_test(peer_xla ${LOWBIT_PEERS_PYTHON} test_xla.py)
   lowbit_peer_test(peer_mmasim ${LOWBIT_PEERS_PYTHON} test_mmasim.py)
   lowbit_peer_test(peer_torchao ${LOWBIT_PEERS_PYTHON} test_torchao.py)
+  # compressed-tensors' own compressors on a small Llama built locally (conformance/checkpoint/).
+  add_test(NAME peer_compressed_tensors
+           COMMAND ${LOWBIT_PEERS_PYTHON} -m pytest -q -p no:cacheprovider
+                   ${CMAKE_CURRENT_LIST_DIR}/checkpoint/test_ct_peer.py)
+  set_tests_properties(peer_compressed_tensors PROPERTIES
+    LABELS "full;peers" ENVIRONMENT "LOWBIT=$<TARGET_FILE:lowbit>;LOWBIT_REQUIRE_PEERS=1" TIMEOUT 1200)
 else()
   message(STATUS "lowbit: LOWBIT_PEERS_PYTHON not set; the peers label (torch, jax, MMA-Sim) is not registered")
 endif()

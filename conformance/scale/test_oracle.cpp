@@ -63,8 +63,8 @@ std::vector<float> edge_values() {
                           0xFFA00000u, 0x00000001u, 0x80000001u, 0x007FFFFFu, 0x00800000u, 0x00400000u, 0x80800000u,
                           0x7F7FFFFFu, 0xFF7FFFFFu, 0x7F000000u})
     v.push_back(f32(b));
-  for (float x : {448.0f, 464.0f, 480.0f, 57344.0f, 61440.0f, 6.0f, 5.0f, 7.0f, 2.5f, 1.75f, 0.25f, 0.75f, 7.5f, 28.0f,
-                  1.984375f, 1.0f, 1.5f, 0.5f, 3.0f, 1536.0f, 2688.0f, 1e-4f, 2.0f / 3.0f})
+  for (float x : {448.0f, 464.0f, 480.0f,    57344.0f, 61440.0f, 6.0f, 5.0f, 7.0f,    2.5f,    1.75f, 0.25f,      0.75f,
+                  7.5f,   28.0f,  1.984375f, 1.0f,     1.5f,     0.5f, 3.0f, 1536.0f, 2688.0f, 1e-4f, 2.0f / 3.0f})
     for (float s : {1.0f, -1.0f}) v.push_back(s * x);
   return v;
 }
@@ -141,8 +141,9 @@ std::vector<S::Options> option_grid(S::Scheme scheme) {
   auto takes = [&](S::Option o) { return row.takes.contains(o); };
   std::vector<const lowbit::Format*> elements(row.elements.begin(), row.elements.end());
   if (elements.empty())
-    elements = {&F::e4m3, &F::e5m2, &F::e3m4, &F::e2m3, &F::e2m1, &F::int8, &F::e4m3fnuz, &F::e5m2fnuz,
-                lowbit::find_format("binary8p3se")};
+    elements = {&F::e4m3,     &F::e5m2,     &F::e3m4,
+                &F::e2m3,     &F::e2m1,     &F::int8,
+                &F::e4m3fnuz, &F::e5m2fnuz, lowbit::find_format("binary8p3se")};
   std::vector<std::pair<int, int>> blocks = {{0, 0}};  // (block_rows, block): the defaults
   if (scheme == S::Scheme::block) blocks = {{0, 0}, {0, 4}, {3, 5}, {128, 128}, {2, 1}};
   if (scheme == S::Scheme::mx) blocks = {{0, 0}, {0, 2}, {0, 7}, {0, 1}};
@@ -162,8 +163,13 @@ std::vector<S::Options> option_grid(S::Scheme scheme) {
                 if (eps != 0.0f && (!takes(S::Option::eps) || sf == S::ScaleFormat::ue8m0_packed)) continue;
                 for (S::Variant v : all<S::Variant>()) {
                   if (!row.variants.contains(v) || (v != S::Variant::standard && !takes(S::Option::variant))) continue;
+                  // compressed-tensors' arithmetic has no eps, pow2 or packed scales, NaN amax or zero-scale choice.
+                  if (S::variant_row(v).order == S::Order::compressed_tensors &&
+                      (eps != 0.0f || sf != S::ScaleFormat::f32 || prop))
+                    continue;
                   for (S::ZeroScale z : all<S::ZeroScale>()) {
                     if (!takes(S::Option::zero_scale) && z != S::ZeroScale::kernel) continue;
+                    if (S::variant_row(v).order == S::Order::compressed_tensors && z != S::ZeroScale::kernel) continue;
                     for (bool had : {false, true}) {
                       if (had && (!takes(S::Option::hadamard) || !S::variant_row(v).takes_hadamard)) continue;
                       o.element = el;
@@ -314,7 +320,8 @@ int for_each_target(Body&& body) {
 
 // Small and odd shapes: every block boundary the schemes have (1, 15, 16, 17, 31, 32, 33 columns; 16 and
 // 17 rows for the 16x16 blocks).
-const std::vector<std::pair<int, int>> k_small_shapes = {{1, 1}, {1, 15}, {2, 16}, {1, 17}, {3, 33}, {17, 48}, {16, 31}, {5, 64}};
+const std::vector<std::pair<int, int>> k_small_shapes = {{1, 1},  {1, 15},  {2, 16},  {1, 17},
+                                                         {3, 33}, {17, 48}, {16, 31}, {5, 64}};
 
 TEST(Oracle, EverySchemeOptionPolicyAndTarget) {
   std::vector<Case> cases;

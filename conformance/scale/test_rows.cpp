@@ -49,6 +49,7 @@ S::Request naming(S::Scheme s, S::Option opt) {
     case S::Option::zero_scale: r.zero_scale = S::ZeroScale::kernel; break;
     case S::Option::variant: r.variant = S::Variant::standard; break;
     case S::Option::hadamard: r.hadamard = true; break;
+    case S::Option::compute: r.compute = S::Compute::f32; break;
   }
   return r;
 }
@@ -73,10 +74,10 @@ TEST(SchemeRows, AnOptionASchemeDoesNotTakeIsRefused) {
         ++refused;
       }
     }
-  // 9 schemes x 10 options: the rows take 39 of them (tensor, channel, token 4 each, delayed 2, block 5,
-  // mx 5, the two-level NVFP4 6 each, nvfp4-1level 4: from the rows' `takes`, counted by hand).
-  EXPECT_EQ(accepted, 4 + 2 + 4 + 4 + 5 + 5 + 6 + 6 + 4);
-  EXPECT_EQ(refused, 90 - accepted);
+  // 9 schemes x 11 options: the rows take 50 of them (tensor, channel, token 6 each, delayed 2, block 7,
+  // mx 5, the two-level NVFP4 7 each, nvfp4-1level 4: from the rows' `takes`, counted by hand).
+  EXPECT_EQ(accepted, 6 + 2 + 6 + 6 + 7 + 5 + 7 + 7 + 4);
+  EXPECT_EQ(refused, 99 - accepted);
 }
 
 std::string refusal(const S::Request& r) {

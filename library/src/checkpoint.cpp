@@ -33,7 +33,7 @@ io::FileError key_error(const std::string& path, const std::string& key, const s
 
 // The stored codes of W.data, one byte per element (row-major), checked against W's shape.
 std::vector<std::uint8_t> actual_codes(const io::Safetensors& b, const std::string& key, const S::Quantized& q,
-                                        const std::vector<std::uint64_t>& shape, Packing packing) {
+                                       const std::vector<std::uint64_t>& shape, Packing packing) {
   const io::Tensor& t = b.tensor(key);
   const Format& el = *q.element;
   const bool byte_dtype = t.dtype == io::DType::u8 || (t.dtype == io::DType::i8 && el.bits == 8) ||
@@ -100,6 +100,31 @@ std::vector<std::uint64_t> actual_scales(const io::Safetensors& b, const std::st
 
 }  // namespace
 
+void compare_blocks(const S::Quantized& q, const std::vector<std::uint8_t>& codes,
+                    const std::vector<std::uint64_t>& scales, TensorReport& rep) {
+  const int sr = q.scale_rows(), sc = q.scale_cols();
+  rep.blocks = static_cast<std::size_t>(sr) * static_cast<std::size_t>(sc);
+  for (int br = 0; br < sr; ++br)
+    for (int bc = 0; bc < sc; ++bc) {
+      BlockDiff d;
+      d.block = static_cast<std::size_t>(br) * static_cast<std::size_t>(sc) + static_cast<std::size_t>(bc);
+      d.r0 = br * q.block_rows;
+      d.r1 = std::min(q.rows, d.r0 + q.block_rows) - 1;
+      d.c0 = bc * q.block_cols;
+      d.c1 = std::min(q.cols, d.c0 + q.block_cols) - 1;
+      d.scale_expected = q.scales[d.block];
+      d.scale_actual = scales[d.block];
+      d.scale_differs = d.scale_expected != d.scale_actual;
+      for (int r = d.r0; r <= d.r1; ++r)
+        for (int c = d.c0; c <= d.c1; ++c) {
+          const std::size_t i =
+              static_cast<std::size_t>(r) * static_cast<std::size_t>(q.cols) + static_cast<std::size_t>(c);
+          if (q.codes[i] != codes[i] && d.codes_differ++ == 0) d.first = {r, c, q.codes[i], codes[i]};
+        }
+      if (d.scale_differs || d.codes_differ) rep.diffs.push_back(d);
+    }
+}
+
 TensorReport verify_tensor(const io::Safetensors& a, const io::Safetensors& b, const std::string& w) {
   TensorReport rep;
   rep.name = w;
@@ -110,9 +135,7 @@ TensorReport verify_tensor(const io::Safetensors& a, const io::Safetensors& b, c
   try {
     o = recipe_from_keys(get);
     so = build(o).options;
-  } catch (const ArgumentError& e) {
-    throw key_error(b.path, prefix + recipe_key(e.argument), e.what());
-  }
+  } catch (const ArgumentError& e) { throw key_error(b.path, prefix + recipe_key(e.argument), e.what()); }
   if (so.scheme == S::Scheme::delayed)
     throw key_error(b.path, prefix + "quantization_format",
                     "delayed scaling cannot be re-computed from the tensor alone");
@@ -170,28 +193,7 @@ TensorReport verify_tensor(const io::Safetensors& a, const io::Safetensors& b, c
     rep.notes.push_back("tensor_scale: present, but the " + o.scheme + " scheme has none");
   }
 
-  // Block by block.
-  const int sr = q.scale_rows(), sc = q.scale_cols();
-  rep.blocks = static_cast<std::size_t>(sr) * static_cast<std::size_t>(sc);
-  for (int br = 0; br < sr; ++br)
-    for (int bc = 0; bc < sc; ++bc) {
-      BlockDiff d;
-      d.block = static_cast<std::size_t>(br) * static_cast<std::size_t>(sc) + static_cast<std::size_t>(bc);
-      d.r0 = br * q.block_rows;
-      d.r1 = std::min(q.rows, d.r0 + q.block_rows) - 1;
-      d.c0 = bc * q.block_cols;
-      d.c1 = std::min(q.cols, d.c0 + q.block_cols) - 1;
-      d.scale_expected = q.scales[d.block];
-      d.scale_actual = scales[d.block];
-      d.scale_differs = d.scale_expected != d.scale_actual;
-      for (int r = d.r0; r <= d.r1; ++r)
-        for (int c = d.c0; c <= d.c1; ++c) {
-          const std::size_t i =
-              static_cast<std::size_t>(r) * static_cast<std::size_t>(q.cols) + static_cast<std::size_t>(c);
-          if (q.codes[i] != codes[i] && d.codes_differ++ == 0) d.first = {r, c, q.codes[i], codes[i]};
-        }
-      if (d.scale_differs || d.codes_differ) rep.diffs.push_back(d);
-    }
+  compare_blocks(q, codes, scales, rep);
   return rep;
 }
 

@@ -89,6 +89,7 @@ BuiltRecipe build(const Recipe& r) {
   req.variant = field_value<S::Variant>(r.variant, "variant");
   req.zero_scale = field_value<S::ZeroScale>(r.zero_scale, "zero_scale");
   req.amax_nan = field_value<S::AmaxNan>(r.amax_nan, "amax_nan");
+  req.compute = field_value<S::Compute>(r.compute, "compute");
   req.hadamard = r.hadamard;
   if (prof) profile_defaults(*prof, req);
   S::Options& so = out.options;
@@ -125,7 +126,10 @@ std::map<std::string, std::string> recipe_keys(const Recipe& r, const BuiltRecip
   if (takes(S::Option::mx_rule)) m["scale_rule"] = name(so.mx_rule);
   if (takes(S::Option::nonfinite)) m["nonfinite"] = name(so.nonfinite);
   if (takes(S::Option::scale_format)) m["scale_format"] = name(so.scale_format);
-  if (takes(S::Option::variant)) m["variant"] = name(so.variant);
+  // The FP8 rows' files keep no variant key for TE's own arithmetic, as before they took a variant.
+  if (takes(S::Option::variant) && (row.family == S::Family::nvfp4 || so.variant != S::Variant::standard))
+    m["variant"] = name(so.variant);
+  if (so.compute != S::Compute::f32) m["compute"] = name(so.compute);
   if (takes(S::Option::zero_scale)) m["zero_scale"] = name(so.zero_scale);
   if (takes(S::Option::hadamard) && so.hadamard) m["hadamard"] = "true";
   if (so.amax_propagates_nan) m["amax_nan"] = name(S::AmaxNan::propagate);
@@ -147,6 +151,7 @@ Recipe recipe_from_keys(const std::function<std::optional<std::string>(const std
   copy("scale_format", r.scale_format);
   copy("nonfinite", r.nonfinite);
   copy("variant", r.variant);
+  copy("compute", r.compute);
   copy("zero_scale", r.zero_scale);
   copy("profile", r.profile);
   copy("rounding", r.rounding);

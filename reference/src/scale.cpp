@@ -801,7 +801,8 @@ void Streaming::nvfp4() {
   if (!any_ || (o_.amax_propagates_nan && std::find(t.nan.begin(), t.nan.end(), 1) != t.nan.end()))
     global = block_amax(0, R_, 0, C_, Reach::all);
   else global = float_of(*std::max_element(t.bits.begin(), t.bits.end()));
-  const bool torchao = variant.scales == TwoLevel::torchao;  // S_dec = amax / 2688 itself
+  if (o_.tensor_amax) global = *o_.tensor_amax;  // fused projections' shared amax
+  const bool torchao = variant.order == Order::torchao;  // S_dec = amax / 2688 itself
   const float s_dec = torchao ? rules::torchao_tensor_dec(global)
                               : 1.0f / rules::nvfp4_s_enc(global, variant.scale_max, elem_max_);  // 2688 (1536) / amax
   const float s_enc = torchao ? 1.0f / s_dec : rules::nvfp4_s_enc(global, variant.scale_max, elem_max_);
@@ -941,6 +942,9 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
   require_resolved(o);
   if (is_stochastic(o.element_policy.rounding) && (!rbits || rbits->size() != xin.data.size()))
     throw std::invalid_argument("stochastic rounding needs one random value per element");
+  // The compressed-tensors variant has no streaming form: it checks exporters' checkpoints, one weight at a
+  // time, and its definition (scale_reference.cpp) is its only path.
+  if (variant_row(o.variant).order == Order::compressed_tensors) return quantize_reference(xin, o, rbits, state);
   Tensor transformed;
   if (o.hadamard) transformed = hadamard_rows(xin);
   const Tensor& x = o.hadamard ? transformed : xin;
@@ -965,7 +969,8 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
 std::vector<double> dequantize(const Quantized& q) {
   std::vector<double> out(q.codes.size());
   const int sc_cols = q.scale_cols();
-  const double ts = q.tensor_scale ? static_cast<double>(float_of(*q.tensor_scale)) : 1.0;
+  double ts = q.tensor_scale ? static_cast<double>(float_of(*q.tensor_scale)) : 1.0;
+  if (q.global_scale) ts = 1.0 / static_cast<double>(float_of(*q.global_scale));  // compressed-tensors' encode scale
   for (int r = 0; r < q.rows; ++r)
     for (int c = 0; c < q.cols; ++c) {
       const std::size_t i = static_cast<std::size_t>(r) * q.cols + c;

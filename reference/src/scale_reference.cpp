@@ -42,6 +42,37 @@ float value_of(const Format& f, std::uint64_t code) {
 // the factor's, batch.hpp's ScaledBatch rule).  A NaN x with a non-NaN factor gives x quieted.
 float product(float x, float factor) { return std::isnan(factor) ? factor : x * factor; }
 
+// The fp32 quotient x / scale (single-level NVFP4): one binary32 division; a NaN x gives x quieted whatever
+// the scale is (x86's rule for two NaN operands: the first one).
+float quotient(float x, float scale) {
+  return std::isnan(x) ? std::bit_cast<float>(bits_of(x) | 0x00400000u) : x / scale;
+}
+
+// The result of one torch operation on tensors of the Compute dtype: the f32 result (exact or correctly
+// rounded for every operation used here, whose operands are values of that dtype) rounded to the dtype,
+// to nearest even, overflowing to infinity, as torch's CPU kernels for bf16 and f16 compute in f32 and
+// round the result.  f32: the value itself.
+float in_compute(float v, Compute c) {
+  if (c == Compute::f32) return v;
+  Policy p;
+  p.overflow = Overflow::nosat;
+  const Format& f = c == Compute::bf16 ? formats::bf16 : formats::f16;
+  const std::uint64_t code = convert(formats::f32, bits_of(v), f, p).code;
+  return std::bit_cast<float>(static_cast<std::uint32_t>(convert(f, code, formats::f32, p).code));
+}
+
+// torch.finfo(dtype).eps and .tiny of the Compute dtype (compressed-tensors' _get_dtype_eps and the
+// clamp of generate_gparam).
+float compute_eps(Compute c) {
+  switch (c) {
+    case Compute::bf16: return 0x1p-7f;
+    case Compute::f16: return 0x1p-10f;
+    case Compute::f32: break;
+  }
+  return 0x1p-23f;
+}
+float compute_tiny(Compute c) { return c == Compute::f16 ? 0x1p-14f : 0x1p-126f; }
+
 // Which elements an amax looks at.
 enum class AmaxOf : std::uint8_t {
   elements,     // every element; a NaN is dropped (fmaxf), or returned where the options propagate NaN
@@ -54,9 +85,11 @@ class Reference {
       : x_(x), o_(o), el_(*o.element), rbits_(is_stochastic(o.element_policy.rounding) ? rbits : nullptr), q_(q) {}
 
   void current();
+  void current_compressed_tensors(int br, int bc);
   void delayed(DelayedState& st);
   void mx();
   void nvfp4();
+  void nvfp4_compressed_tensors(int br);
   void nvfp4_1level();
 
  private:
@@ -125,6 +158,7 @@ void Reference::current() {
   const SchemeRow& row = scheme_row(o_.scheme);
   const int br = block_size(row.block_rows, rows(), o_.block_rows);
   const int bc = block_size(row.block_cols, cols(), o_.block);
+  if (variant_row(o_.variant).order == Order::compressed_tensors) return current_compressed_tensors(br, bc);
   const bool packed = o_.scale_format == ScaleFormat::ue8m0_packed;
   q_.block_rows = br;
   q_.block_cols = bc;
@@ -149,6 +183,31 @@ void Reference::current() {
       for (std::size_t k = 0; k < 4 && i + k < q_.scales.size(); ++k)
         w |= static_cast<std::uint32_t>(q_.scales[i + k]) << (8 * k);
       q_.packed_scales.push_back(w);
+    }
+}
+
+// compressed-tensors 0.20.1 FP8 (quantization/utils/helpers.py calculate_qparams;
+// quantization/lifecycle/forward_helpers.py _quantize; quant_args.py round_to_quantized_type_args), every
+// torch operation in the weight's dtype (o_.compute): per block the scale s = c(amax / 448) (the decode scale,
+// stored as it is), an all-zero block's s the dtype's eps; each element c(x / s), clamped to [-448, 448],
+// then into e4m3 (a second rounding after c's).  Its "channel" strategy is one scale per output row: the
+// token scheme here.
+void Reference::current_compressed_tensors(int br, int bc) {
+  q_.block_rows = br;
+  q_.block_cols = bc;
+  q_.scale_format = &formats::f32;
+  const float fmax = elem_max();
+  for (int r0 = 0; r0 < std::max(rows(), 1); r0 += br)
+    for (int c0 = 0; c0 < std::max(cols(), 1); c0 += bc) {
+      const int r1 = std::min(rows(), r0 + br), c1 = std::min(cols(), c0 + bc);
+      float s = in_compute(amax(r0, r1, c0, c1, AmaxOf::elements) / fmax, o_.compute);
+      if (s == 0.0f) s = compute_eps(o_.compute);
+      q_.scales.push_back(bits_of(s));
+      for (int r = r0; r < r1; ++r)
+        for (int c = c0; c < c1; ++c) {
+          const float v = in_compute(quotient(at(r, c), s), o_.compute);
+          set(r, c, element(std::isnan(v) ? v : std::clamp(v, -fmax, fmax), r, c));
+        }
     }
 }
 
@@ -227,8 +286,9 @@ void Reference::mx() {
 void Reference::nvfp4() {
   const VariantRow& v = variant_row(o_.variant);
   const int br = block_size(scheme_row(o_.scheme).block_rows, rows(), o_.block_rows);
-  const float global = amax(0, rows(), 0, cols(), AmaxOf::elements);
-  const bool torchao = v.scales == TwoLevel::torchao;
+  if (v.order == Order::compressed_tensors) return nvfp4_compressed_tensors(br);
+  const float global = o_.tensor_amax ? *o_.tensor_amax : amax(0, rows(), 0, cols(), AmaxOf::elements);
+  const bool torchao = v.order == Order::torchao;
   // torchao: S_dec = amax / 2688 itself (S_enc only names its reciprocal for the step-6 signature).
   const float s_dec = torchao ? rules::torchao_tensor_dec(global) : 1.0f / rules::nvfp4_s_enc(global, v.scale_max, elem_max());
   const float s_enc = torchao ? 1.0f / s_dec : rules::nvfp4_s_enc(global, v.scale_max, elem_max());
@@ -251,6 +311,43 @@ void Reference::nvfp4() {
       const float m = rules::nvfp4_multiplier(sc, s_enc, s_dec, v.multiplier, o_.zero_scale);
       for (int r = r0; r < r1; ++r)
         for (int c = c0; c < c1; ++c) set(r, c, element(product(at(r, c), m), r, c));
+    }
+}
+
+// compressed-tensors 0.20.1 NVFP4, c the weight's dtype (o_.compute):
+//   global  gs = c(c(1 / max(amax, tiny)) * 2688), or 1 where that is not finite (helpers.py generate_gparam:
+//           2688 / t is torch's t.reciprocal() * 2688); amax the largest of the fused projections' where
+//           o_.tensor_amax gives it.  Stored as it is (weight_global_scale), the encode scale.
+//   block   e4m3(clamp(fp32(gs * c(block amax / 6)), +-448)), an e4m3 zero replaced by 0.125 (code 0x20)
+//           (calculate_qparams steps 1-5, _get_dtype_eps).
+//   element fp32(x / fp32(scale / gs)), clamped to [-6, 6], to e2m1 to nearest even (forward_helpers.py
+//           _quantize; quant_args.py cast_to_fp4's intervals are those of round-to-nearest-even).
+void Reference::nvfp4_compressed_tensors(int br) {
+  q_.scale_format = &formats::e4m3;
+  q_.block_rows = br;
+  q_.block_cols = 16;
+  const Compute c = o_.compute;
+  const float a =
+      std::max(o_.tensor_amax ? *o_.tensor_amax : amax(0, rows(), 0, cols(), AmaxOf::elements), compute_tiny(c));
+  float gs = in_compute(in_compute(1.0f / a, c) * 2688.0f, c);
+  if (!std::isfinite(gs)) gs = 1.0f;
+  q_.global_scale = bits_of(gs);
+  const float e4m3_max = static_cast<float>(max_value(formats::e4m3));
+  const float fmax = elem_max();
+  for (int r0 = 0; r0 < rows(); r0 += br)
+    for (int c0 = 0; c0 < cols(); c0 += 16) {
+      const int r1 = std::min(rows(), r0 + br), c1 = std::min(cols(), c0 + 16);
+      const float local = in_compute(amax(r0, r1, c0, c1, AmaxOf::elements) / fmax, c);
+      const float s = gs * local;
+      std::uint64_t sc = to_e4m3(std::isnan(s) ? s : std::clamp(s, -e4m3_max, e4m3_max));
+      if (sc == 0x00 || sc == 0x80) sc = 0x20;  // 0.125 (scales == 0 is true for -0 too)
+      q_.scales.push_back(sc);
+      const float effective = value_of(formats::e4m3, sc) / gs;
+      for (int r = r0; r < r1; ++r)
+        for (int cc = c0; cc < c1; ++cc) {
+          const float v = quotient(at(r, cc), effective);
+          set(r, cc, element(std::isnan(v) ? v : std::clamp(v, -fmax, fmax), r, cc));
+        }
     }
 }
 

@@ -51,9 +51,7 @@ class Resolver {
   }
 
  private:
-  std::optional<Refusal> refuse(Option opt, const std::string& why) const {
-    return Refusal{opt, why};
-  }
+  std::optional<Refusal> refuse(Option opt, const std::string& why) const { return Refusal{opt, why}; }
 
   // A named option the row does not take: which schemes do.
   std::optional<Refusal> not_taken(Option opt, const std::string& given) const {
@@ -158,6 +156,11 @@ class Resolver {
       if (!takes(Option::hadamard)) return not_taken(Option::hadamard, "hadamard");
       o_.hadamard = true;
     }
+    if (auto f = choice(Option::compute, r_.compute, o_.compute)) return f;
+    if (r_.tensor_amax) {
+      if (row_.family != Family::nvfp4) return not_taken(Option::variant, "a shared tensor amax");
+      o_.tensor_amax = r_.tensor_amax;
+    }
     return std::nullopt;
   }
 
@@ -168,6 +171,20 @@ class Resolver {
       return refuse(Option::variant, std::string(name(o_.variant)) + " is not combined with the Hadamard transform");
     if (is_stochastic(o_.element_policy.rounding) && !v.takes_stochastic_rounding)
       return refuse(Option::variant, std::string(name(o_.variant)) + " is not combined with stochastic rounding");
+    if (v.order == Order::te && o_.compute != Compute::f32)
+      return refuse(Option::compute, std::string(name(o_.compute)) +
+                                         " applies to the compressed-tensors variant only (" + name(o_.variant) +
+                                         " computes in f32)");
+    if (v.order == Order::compressed_tensors) {
+      // compressed-tensors has none of these: its scale is amax / max in the weight's dtype, an all-zero
+      // block's scale that dtype's eps (0.125 for an e4m3 scale).
+      if (o_.eps != 0.0f) return refuse(Option::eps, "the compressed-tensors variant takes no eps");
+      if (o_.scale_format != ScaleFormat::f32)
+        return refuse(Option::scale_format, "the compressed-tensors variant keeps f32 scales");
+      if (o_.zero_scale != ZeroScale::kernel)
+        return refuse(Option::zero_scale, "the compressed-tensors variant's zero block scale is 0.125");
+      if (o_.amax_propagates_nan) return refuse(Option::amax_nan, "the compressed-tensors variant takes no amax-nan");
+    }
     return std::nullopt;
   }
 
@@ -200,6 +217,8 @@ Request request_of(const Options& o) {
   if (o.zero_scale != d.zero_scale) r.zero_scale = o.zero_scale;
   if (o.variant != d.variant) r.variant = o.variant;
   r.hadamard = o.hadamard;
+  if (o.compute != d.compute) r.compute = o.compute;
+  r.tensor_amax = o.tensor_amax;
   r.element_policy = o.element_policy;
   return r;
 }

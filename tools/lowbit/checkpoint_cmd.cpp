@@ -24,11 +24,11 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "lowbit/checkpoint.hpp"
 #include "lowbit/exact.hpp"
 #include "lowbit/io.hpp"
 #include "lowbit/pack.hpp"
 #include "lowbit/scale.hpp"
-#include "lowbit/checkpoint.hpp"
 #include "quantize_common.hpp"
 
 namespace lowbit::cli {
@@ -43,7 +43,8 @@ using checkpoint::value_text;
 
 struct VerifyOptions {
   std::string source, quantized;
-  long long max_report = -1;  // < 0: every differing block
+  std::vector<std::string> fused;  // "a,b,c" groups, or "none"
+  long long max_report = -1;       // < 0: every differing block
   bool as_json = false;
 };
 
@@ -88,33 +89,38 @@ json block_json(const TensorReport& t, const BlockDiff& d) {
 }
 
 int run_verify(const VerifyOptions& o) {
-  std::vector<TensorReport> reports;
-  try {
-    const io::Safetensors a = io::read_safetensors(o.source);
-    const io::Safetensors b = io::read_safetensors(o.quantized);
-    const std::string suffix = ".quantization_format";
-    std::vector<std::string> names;
-    for (const auto& [k, v] : b.metadata)
-      if (k.size() > suffix.size() && k.ends_with(suffix)) names.push_back(k.substr(0, k.size() - suffix.size()));
-    if (names.empty())
-      throw io::FileError(o.quantized, "key \"__metadata__\"",
-                          "no W.quantization_format entry: nothing says how any tensor was quantized");
-    for (const std::string& w : names) reports.push_back(checkpoint::verify_tensor(a, b, w));
-  } catch (const io::FileError& e) { throw InputError(e.what()); }
-
-  std::size_t differing = 0, notes = 0;
-  for (const TensorReport& t : reports) {
-    differing += t.diffs.size();
-    notes += t.notes.size();
+  checkpoint::CheckpointOptions copt;
+  if (!o.fused.empty()) {
+    copt.fused.clear();
+    for (const std::string& g : o.fused) {
+      if (g == "none") continue;
+      std::vector<std::string> group;
+      std::size_t start = 0;
+      while (start <= g.size()) {
+        const std::size_t comma = std::min(g.find(',', start), g.size());
+        const std::string leaf = g.substr(start, comma - start);
+        if (leaf.empty()) throw ArgumentError("fused", "'" + g + "' is not a comma-separated list of module names");
+        group.push_back(leaf);
+        start = comma + 1;
+      }
+      if (group.size() < 2) throw ArgumentError("fused", "'" + g + "' names one module; a fused group has two or more");
+      copt.fused.push_back(group);
+    }
   }
-  const bool identical = differing == 0 && notes == 0;
+  checkpoint::CheckpointReport report;
+  try {
+    report = checkpoint::verify_checkpoint(o.source, o.quantized, copt);
+  } catch (const io::FileError& e) { throw InputError(e.what()); }
+  const std::vector<TensorReport>& reports = report.tensors;
+
+  std::size_t differing = 0;
+  for (const TensorReport& t : reports) differing += t.diffs.size();
+  const bool identical = report.identical();
   const std::size_t limit = o.max_report < 0 ? SIZE_MAX : static_cast<std::size_t>(o.max_report);
   std::size_t shown = 0;
   if (o.as_json) {
-    json out = {{"source", o.source},
-                {"quantized", o.quantized},
-                {"identical", identical},
-                {"differing_blocks", differing},
+    json out = {{"source", o.source},      {"quantized", o.quantized},    {"format", name(report.format)},
+                {"identical", identical},  {"problems", report.problems}, {"differing_blocks", differing},
                 {"tensors", json::array()}};
     for (const TensorReport& t : reports) {
       json jt = {{"name", t.name},     {"recipe", t.recipe},
@@ -131,6 +137,7 @@ int run_verify(const VerifyOptions& o) {
     std::cout << out.dump(1) << "\n";
   } else {
     std::string s;
+    for (const std::string& p : report.problems) s += "problem: " + p + "\n";
     for (const TensorReport& t : reports) {
       s += t.name + ": " + t.recipe + ": ";
       if (t.diffs.empty() && t.notes.empty()) {
@@ -146,8 +153,13 @@ int run_verify(const VerifyOptions& o) {
         }
     }
     if (shown < differing) s += "(" + std::to_string(differing - shown) + " more differing blocks not listed)\n";
-    s += "verify-checkpoint: " + std::to_string(reports.size()) + " tensor(s), " + std::to_string(differing) +
-         " differing block(s)" + (identical ? ", identical" : "") + "\n";
+    // lowbit's own files keep the summary they always had; an exporter's is named.
+    const std::string format =
+        report.format == checkpoint::CheckpointFormat::lowbit ? "" : std::string(name(report.format)) + ", ";
+    s += "verify-checkpoint: " + format + std::to_string(reports.size()) + " tensor(s), " + std::to_string(differing) +
+         " differing block(s)" +
+         (report.problems.empty() ? "" : ", " + std::to_string(report.problems.size()) + " problem(s)") +
+         (identical ? ", identical" : "") + "\n";
     std::cout << s;
   }
   std::cout.flush();
@@ -162,9 +174,17 @@ void add_verify_checkpoint(CLI::App& app) {
                                "Re-quantize a checkpoint's source weights with the recipe in its metadata and list "
                                "every block whose codes or scales differ (exit 0 identical, 1 differences, 2 bad "
                                "file or metadata)");
-  v->add_option("--source", o->source, "A.safetensors: the unquantized weights (F32, BF16, F16)")->required();
-  v->add_option("--quantized", o->quantized, "B.safetensors: W.data, W.block_scales, W.tensor_scale, metadata")
+  v->add_option("--source", o->source,
+                "The unquantized weights (F32, BF16, F16): a safetensors file, or a directory with model.safetensors "
+                "or model.safetensors.index.json")
       ->required();
+  v->add_option("--quantized", o->quantized,
+                "lowbit's B.safetensors (W.data, W.block_scales, W.tensor_scale, metadata), or an exporter's "
+                "checkpoint directory (compressed-tensors: config.json and its safetensors)")
+      ->required();
+  v->add_option("--fused", o->fused,
+                "Projections sharing one NVFP4 global scale, comma-separated module names, repeatable "
+                "(default q_proj,k_proj,v_proj and gate_proj,up_proj; none: no fused groups)");
   v->add_option("--max-report", o->max_report, "List at most N differing blocks (default: all)")
       ->check(whole_number(0, std::numeric_limits<int>::max()));
   v->add_flag("--json", o->as_json, "Print one JSON object");

@@ -738,7 +738,11 @@ void add_quantize(CLI::App& app) {
   q->add_option("--nonfinite", o->nonfinite, "NaN/Inf in an MX block: scale-nan (default), propagate, amax");
   q->add_option("--variant", o->variant,
                 "NVFP4: standard (default), fast-math, 4over6 (per-block map to 4 or 6, least absolute error), "
-                "4over6-mse (least squared error)");
+                "4over6-mse (least squared error); NVFP4 and FP8 (tensor, token, block): compressed-tensors "
+                "(its arithmetic, with --compute)");
+  q->add_option("--compute", o->compute,
+                "compressed-tensors variant: the precision its scales are computed in, the weight's dtype: f32 "
+                "(default), bf16, f16");
   q->add_option("--zero-scale", o->zero_scale, "NVFP4 zero block scale: kernel (FLT_MAX, default) or reference (0)");
   q->add_option("--profile", o->profile, "Profile for element rounding and scheme defaults (te: rceil, pow2)");
   q->add_option("--rounding", o->rounding, "Element rounding (default rne)");

@@ -3,11 +3,14 @@
 // re-quantized from the source file's W and compared block by block with what the file stores.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "lowbit/format.hpp"
 #include "lowbit/io.hpp"
+#include "lowbit/names.hpp"
+#include "lowbit/scale.hpp"
 
 namespace lowbit::checkpoint {
 
@@ -38,6 +41,63 @@ struct TensorReport {
 // a tensor) for metadata or tensors that cannot be checked: a recipe lowbit cannot re-compute (delayed
 // scaling, stochastic rounding), a missing tensor, a dtype or shape that does not fit the recipe.
 TensorReport verify_tensor(const io::Safetensors& source, const io::Safetensors& quantized, const std::string& w);
+
+// ---- checkpoints as exporters write them ----------------------------------------------------------------
+
+// The layouts verify_checkpoint reads.  lowbit: one safetensors file with W.data / W.block_scales /
+// W.tensor_scale and W.quantization_format metadata.  compressed_tensors: a directory with config.json's
+// quantization_config (quant_method "compressed-tensors", version 0.20), as vLLM and LLM Compressor load
+// and write it.
+enum class CheckpointFormat : std::uint8_t { lowbit, compressed_tensors };
+inline constexpr Named<CheckpointFormat> checkpoint_format_names[] = {
+    {CheckpointFormat::lowbit, "lowbit", "W.data, W.block_scales, W.quantization_format"},
+    {CheckpointFormat::compressed_tensors, "compressed-tensors", "config.json quantization_config (vLLM)"},
+};
+constexpr const auto& names_of(CheckpointFormat) { return checkpoint_format_names; }
+
+// Safetensors files read as one set of tensors: a file, or a directory holding model.safetensors or the
+// shards that model.safetensors.index.json's weight_map names.
+struct TensorSet {
+  std::string path;                          // what was named, for messages
+  std::vector<io::Safetensors> files;        // in the order read
+  std::map<std::string, std::size_t> where;  // tensor name -> its file
+  bool contains(const std::string& key) const { return where.count(key) != 0; }
+  const io::Tensor* find(const std::string& key) const;
+  const io::Tensor& at(const std::string& key) const;  // FileError naming the key when missing
+  std::string file_of(const std::string& key) const;   // the file holding key (or path)
+};
+// Throws io::FileError naming the file and the key or byte at fault.
+TensorSet read_tensor_set(const std::string& path);
+
+struct CheckpointOptions {
+  // Projections that share one NVFP4 global scale (vLLM's fused qkv_proj and gate_up_proj), by the last
+  // component of the module name.
+  std::vector<std::vector<std::string>> fused = {{"q_proj", "k_proj", "v_proj"}, {"gate_proj", "up_proj"}};
+};
+
+struct CheckpointReport {
+  CheckpointFormat format = CheckpointFormat::lowbit;
+  std::vector<TensorReport> tensors;
+  std::vector<std::string> problems;  // structural defects, each naming the tensor key
+  bool identical() const {
+    if (!problems.empty()) return false;
+    for (const TensorReport& t : tensors)
+      if (!t.diffs.empty() || !t.notes.empty()) return false;
+    return true;
+  }
+};
+
+// Detects the format of `quantized` (a file: lowbit's; a directory with config.json: the exporter its
+// quantization_config names), re-quantizes every quantized weight from `source` (a file or directory of
+// the unquantized weights) with the recipe the metadata states under that exporter's arithmetic, and
+// compares.  Throws io::FileError naming the file and the key for what cannot be read: a malformed or
+// unsupported config, a source weight missing or of another shape.
+CheckpointReport verify_checkpoint(const std::string& source, const std::string& quantized,
+                                   const CheckpointOptions& options = {});
+
+// Fills rep.diffs with every block of q whose scale or codes differ from the stored ones (block order).
+void compare_blocks(const scale::Quantized& q, const std::vector<std::uint8_t>& codes,
+                    const std::vector<std::uint64_t>& scales, TensorReport& rep);
 
 // A code's exact value for the reports (s*2^e for long decimals), or a note when the stored byte is not a code.
 std::string value_text(const Format& f, std::uint64_t code);

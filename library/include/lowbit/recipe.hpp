@@ -18,6 +18,7 @@ namespace lowbit {
 struct Recipe {
   std::string scheme;  // a scheme name, or block1x128 / block128x128 (the block scheme with that shape)
   std::string element, scale_rule, scale_format, nonfinite, variant, zero_scale, amax_nan, profile, rounding;
+  std::string compute;  // f32, bf16, f16: the compressed-tensors variant's precision
   int block = 0;       // elements along a row
   int block_rows = 0;  // rows of a 2-D block (a recipe's "RxN")
   bool hadamard = false;
@@ -31,7 +32,7 @@ std::vector<std::string> scheme_spellings();
 
 // The scheme options and element policy of a recipe, and the profile's own name ("" without one).  Throws
 // ArgumentError whose argument is the recipe field at fault: scheme, element, block, scale_rule, scale_format,
-// nonfinite, variant, zero_scale, amax_nan, eps, hadamard, profile, rounding (and "to" for an element the
+// nonfinite, variant, zero_scale, amax_nan, eps, hadamard, compute, profile, rounding (and "to" for an element the
 // profile has no conversion into).
 struct BuiltRecipe {
   scale::Options options;
@@ -40,8 +41,8 @@ struct BuiltRecipe {
 BuiltRecipe build(const Recipe& r);
 
 // The recipe keys of a quantization (checkpoint metadata W.<key>, quantized.json "recipe"): quantization_format,
-// element, block_size, scale_rule, scale_format, nonfinite, variant, zero_scale, hadamard, amax_nan, profile,
-// rounding, each where the scheme takes it.  Packing and layout are the file's own keys.
+// element, block_size, scale_rule, scale_format, nonfinite, variant, zero_scale, hadamard, amax_nan, compute,
+// profile, rounding, each where the scheme takes it (variant on the FP8 rows and compute only where not TE's).  Packing and layout are the file's own keys.
 std::map<std::string, std::string> recipe_keys(const Recipe& r, const BuiltRecipe& built, const scale::Quantized& q);
 
 // The inverse: a recipe from keys, `get(key)` returning a value or nullopt.  Throws ArgumentError whose argument

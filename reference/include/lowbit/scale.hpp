@@ -87,15 +87,30 @@ constexpr const auto& names_of(ZeroScale) { return zero_scale_names; }
 // torchao: torchao 0.18's two-level NVFP4 (prototype/mx_formats/nvfp4_tensor.py, per_tensor_amax_to_scale and
 // nvfp4_quantize): S_dec = fp32(amax / 2688); each block scale fp32(fp32(block_amax / 6) / S_dec) clamped to
 // [2^-6, 448] (an all-zero block gets 2^-6, code 0x08); elements x * fp32(fp32(1 / S_dec) / scale).
-enum class Variant : std::uint8_t { standard, fast_math, four_over_six, four_over_six_mse, torchao };
+// compressed_tensors: the arithmetic of compressed-tensors 0.20.1's CPU path (the vLLM / LLM Compressor
+// checkpoint format), for NVFP4 and for the FP8 rows (tensor, token, block): scales computed in the
+// Compute precision (the weight's dtype), elements divided by the scale, docs/semantics.md §4
+// "compressed-tensors".
+enum class Variant : std::uint8_t { standard, fast_math, four_over_six, four_over_six_mse, torchao, compressed_tensors };
 inline constexpr Named<Variant> variant_names[] = {
     {Variant::standard, "standard", "TE's kernel"},
     {Variant::fast_math, "fast-math", "the element multiplier as a bf16"},
     {Variant::four_over_six, "4over6", "per block map to 4 or 6, least absolute error"},
     {Variant::four_over_six_mse, "4over6-mse", "per block map to 4 or 6, least squared error"},
     {Variant::torchao, "torchao", "torchao 0.18: S_dec = amax / 2688, block scales S_dec quotients in [2^-6, 448]"},
+    {Variant::compressed_tensors, "compressed-tensors", "compressed-tensors 0.20.1 (vLLM checkpoints), its CPU path"},
 };
 constexpr const auto& names_of(Variant) { return variant_names; }
+
+// The precision an exporter computes its scales in.  compressed-tensors keeps the weight's dtype through its
+// calibration (torch ops on bf16 tensors round every result to bf16); TE computes in f32.
+enum class Compute : std::uint8_t { f32, bf16, f16 };
+inline constexpr Named<Compute> compute_names[] = {
+    {Compute::f32, "f32", "every step one binary32 operation"},
+    {Compute::bf16, "bf16", "each step rounded to bf16 (a bf16 weight's torch ops)"},
+    {Compute::f16, "f16", "each step rounded to f16 (an f16 weight's torch ops)"},
+};
+constexpr const auto& names_of(Compute) { return compute_names; }
 
 // Which copies `lowbit quantize` writes: rowwise, the transpose (TE's columnwise copy), or both.
 enum class Direction : std::uint8_t { row, col, both };
@@ -129,6 +144,7 @@ enum class Option : std::uint8_t {
   zero_scale,
   variant,
   hadamard,
+  compute,
 };
 inline constexpr Named<Option> option_names[] = {
     {Option::element, "element", "the element format"},
@@ -141,6 +157,7 @@ inline constexpr Named<Option> option_names[] = {
     {Option::zero_scale, "zero-scale", "NVFP4's element multiplier for a zero block scale"},
     {Option::variant, "variant", "the two-level NVFP4 variant"},
     {Option::hadamard, "hadamard", "the 16x16 random Hadamard transform first"},
+    {Option::compute, "compute", "the precision the scales are computed in (compressed-tensors variant)"},
 };
 constexpr const auto& names_of(Option) { return option_names; }
 
@@ -225,9 +242,12 @@ inline constexpr const Format* mx_elements[] = {&formats::e4m3, &formats::e5m2, 
 inline constexpr const Format* nvfp4_elements[] = {&formats::e2m1};
 
 namespace detail {
-inline constexpr EnumSet<Option> current_options{Option::element, Option::scale_format, Option::amax_nan, Option::eps};
-inline constexpr EnumSet<Option> nvfp4_options{Option::element,    Option::block,   Option::amax_nan,
-                                               Option::zero_scale, Option::variant, Option::hadamard};
+inline constexpr EnumSet<Option> current_options{Option::element, Option::scale_format, Option::amax_nan,
+                                                 Option::eps,     Option::variant,      Option::compute};
+inline constexpr EnumSet<Option> nvfp4_options{Option::element, Option::block,    Option::amax_nan, Option::zero_scale,
+                                               Option::variant, Option::hadamard, Option::compute};
+// The FP8 rows' variants: TE's arithmetic and compressed-tensors'.
+inline constexpr EnumSet<Variant> current_variants{Variant::standard, Variant::compressed_tensors};
 }  // namespace detail
 
 inline constexpr SchemeRow scheme_rows[] = {
@@ -242,7 +262,7 @@ inline constexpr SchemeRow scheme_rows[] = {
      .scale_element = nullptr,
      .passes = Passes::two,
      .takes = detail::current_options,
-     .variants = {Variant::standard},
+     .variants = detail::current_variants,
      .source = "TE compute_scale_from_amax (recipe_common.cuh), Float8CurrentScaling"},
     {.scheme = Scheme::delayed,
      .family = Family::delayed,
@@ -281,7 +301,7 @@ inline constexpr SchemeRow scheme_rows[] = {
      .scale_element = nullptr,
      .passes = Passes::one,
      .takes = detail::current_options,
-     .variants = {Variant::standard},
+     .variants = detail::current_variants,
      .source = "TE compute_scale_from_amax per row"},
     {.scheme = Scheme::block,
      .family = Family::current,
@@ -293,8 +313,9 @@ inline constexpr SchemeRow scheme_rows[] = {
      .scale_formats = EnumSet<ScaleFormat>::every(),
      .scale_element = nullptr,
      .passes = Passes::one,
-     .takes = {Option::element, Option::block, Option::scale_format, Option::amax_nan, Option::eps},
-     .variants = {Variant::standard},
+     .takes = {Option::element, Option::block, Option::scale_format, Option::amax_nan, Option::eps, Option::variant,
+               Option::compute},
+     .variants = detail::current_variants,
      .source = "TE Float8BlockScaling (value_for_inf FLT_MAX); DeepGEMM's ue8m0 packing"},
     {.scheme = Scheme::mx,
      .family = Family::mx,
@@ -368,15 +389,17 @@ enum class Multiplier : std::uint8_t {
   bf16_quotient,  // fast-math: bf16(fminf(S_enc / scale, bf16 max))
   dec_quotient    // torchao: fp32(fp32(1 / S_dec) / scale)
 };
-// How the tensor's decode scale and each block's scale are formed.
-enum class TwoLevel : std::uint8_t {
-  te,      // TE: S_enc = scale_max * 6 / amax, S_dec = fp32(1 / S_enc); block scale fminf(amax * fp32(S_enc / 6))
-  torchao  // torchao: S_dec = fp32(amax / (448 * 6)); block scale clamp(fp32(fp32(amax / 6) / S_dec), 2^-6, 448)
+// Whose order of operations a variant follows: how the tensor's decode scale, each block's scale and the
+// elements are formed.
+enum class Order : std::uint8_t {
+  te,                 // TE: S_enc = scale_max * 6 / amax, S_dec = fp32(1 / S_enc); block scale fminf(amax * fp32(S_enc / 6))
+  torchao,            // torchao: S_dec = fp32(amax / (448 * 6)); block scale clamp(fp32(fp32(amax / 6) / S_dec), 2^-6, 448)
+  compressed_tensors  // compressed-tensors: its global scale, block scale and x / (scale / global), see quantize
 };
 struct VariantRow {
   Variant variant;
+  Order order;
   float scale_max;  // the block scale's bound in S_enc = scale_max * 6 / amax: 448, or 256 for 4over6
-  TwoLevel scales;
   Multiplier multiplier;
   BlockChoice choice;
   bool takes_hadamard;
@@ -384,37 +407,44 @@ struct VariantRow {
 };
 inline constexpr VariantRow variant_rows[] = {
     {.variant = Variant::standard,
+     .order = Order::te,
      .scale_max = 448.0f,
-     .scales = TwoLevel::te,
      .multiplier = Multiplier::reciprocal,
      .choice = BlockChoice::map_to_6,
      .takes_hadamard = true,
      .takes_stochastic_rounding = true},
     {.variant = Variant::fast_math,
+     .order = Order::te,
      .scale_max = 448.0f,
-     .scales = TwoLevel::te,
      .multiplier = Multiplier::bf16_quotient,
      .choice = BlockChoice::map_to_6,
      .takes_hadamard = true,
      .takes_stochastic_rounding = true},
     {.variant = Variant::four_over_six,
+     .order = Order::te,
      .scale_max = 256.0f,
-     .scales = TwoLevel::te,
      .multiplier = Multiplier::reciprocal,
      .choice = BlockChoice::least_abs_error,
      .takes_hadamard = false,
      .takes_stochastic_rounding = false},
     {.variant = Variant::four_over_six_mse,
+     .order = Order::te,
      .scale_max = 256.0f,
-     .scales = TwoLevel::te,
      .multiplier = Multiplier::reciprocal,
      .choice = BlockChoice::least_squared_error,
      .takes_hadamard = false,
      .takes_stochastic_rounding = false},
     {.variant = Variant::torchao,
+     .order = Order::torchao,
      .scale_max = 448.0f,
-     .scales = TwoLevel::torchao,
      .multiplier = Multiplier::dec_quotient,
+     .choice = BlockChoice::map_to_6,
+     .takes_hadamard = false,
+     .takes_stochastic_rounding = false},
+    {.variant = Variant::compressed_tensors,
+     .order = Order::compressed_tensors,
+     .scale_max = 448.0f,
+     .multiplier = Multiplier::reciprocal,  // not used: its elements divide (Order::compressed_tensors)
      .choice = BlockChoice::map_to_6,
      .takes_hadamard = false,
      .takes_stochastic_rounding = false},
@@ -441,6 +471,10 @@ struct Options {
   ZeroScale zero_scale = ZeroScale::kernel;
   Variant variant = Variant::standard;
   bool hadamard = false;
+  Compute compute = Compute::f32;
+  // NVFP4: the amax the tensor scale comes from, where a runtime shares one tensor scale across fused
+  // projections (q/k/v, gate/up: the largest of their amaxes); nullopt: this tensor's own amax.
+  std::optional<float> tensor_amax;
   Policy element_policy{.rounding = Rounding::rne, .overflow = Overflow::satfinite};
 };
 
@@ -467,6 +501,8 @@ struct Request {
   std::optional<ZeroScale> zero_scale;
   std::optional<Variant> variant;
   bool hadamard = false;
+  std::optional<Compute> compute;
+  std::optional<float> tensor_amax;  // NVFP4 (Options::tensor_amax)
   Policy element_policy{.rounding = Rounding::rne, .overflow = Overflow::satfinite};
 };
 
@@ -515,7 +551,10 @@ struct Quantized {
   const Format* scale_format = nullptr;       // f32, e8m0 (MX, ue8m0-packed) or e4m3 (NVFP4)
   std::vector<std::uint64_t> scales;          // decode scales in block order (row-major over blocks)
   std::optional<std::uint32_t> tensor_scale;  // NVFP4 S_dec (f32 bits)
-  std::vector<std::uint32_t> packed_scales;   // ue8m0-packed: four codes per word, the first in bits 7:0
+  // compressed-tensors NVFP4: the encode scale it stores (weight_global_scale, f32 bits); the decode scale is
+  // then 1 / global_scale, and tensor_scale is absent.
+  std::optional<std::uint32_t> global_scale;
+  std::vector<std::uint32_t> packed_scales;  // ue8m0-packed: four codes per word, the first in bits 7:0
   int scale_rows() const { return ceil_div(rows, block_rows); }
   int scale_cols() const { return ceil_div(cols, block_cols); }
 };
