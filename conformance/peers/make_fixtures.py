@@ -84,7 +84,7 @@ def torchao_fixture():
     import torchao
     ver = torchao.__version__.split("+")[0]
     w = peerlib.FixtureWriter({"peer": "torchao", "version": ver,
-                               "how": "nvfp4_tensor.nvfp4_quantize on the CPU, single and two levels"})
+                               "how": "nvfp4_tensor.nvfp4_quantize (single and two levels) and mx_tensor.to_mx on the CPU"})
     every = t.cases(np.random.default_rng(20261201))
     kept = every[::5] + every[-2:]  # some ordinary tensors, the tie blocks, the clamp blocks
     for two in (False, True):
@@ -93,6 +93,13 @@ def torchao_fixture():
             w.add_arrays({"two_level": two, "label": f"torchao {ver} nvfp4 {'two' if two else 'one'} level {i}"},
                          x=x, codes=codes, scales=scales,
                          tensor_scale=None if ts is None else np.array([ts], np.uint32))
+    rng = np.random.default_rng(20261202)
+    for element in t.MX_TYPES:
+        for rule in t.MX_RULES:
+            for i, x in enumerate(t.mx_cases(rng, nonfinite=element in ("e4m3", "e5m2"))[-2:]):
+                codes, scales = t.torchao_mx(x, element, rule)
+                w.add_arrays({"scheme": "mx", "element": element, "rule": rule,
+                              "label": f"torchao {ver} to_mx {element} {rule} {i}"}, x=x, codes=codes, scales=scales)
     name = f"torchao-{ver}.npz"
     w.save(os.path.join(FIXTURES, name))
     return name

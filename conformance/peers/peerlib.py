@@ -200,7 +200,11 @@ def code_texts(codes, fmt):
 def lowbit_nvfp4(x, two_level):
     """torchao's NVFP4 on the lowbit side: (codes, block scales, tensor scale bits or None) of `lowbit quantize`
     --scheme nvfp4-1level, or --scheme nvfp4 --profile torchao (two levels)."""
-    args = ["--scheme", "nvfp4", "--profile", "torchao"] if two_level else ["--scheme", "nvfp4-1level"]
+    return lowbit_scheme(x, ["--scheme", "nvfp4", "--profile", "torchao"] if two_level else ["--scheme", "nvfp4-1level"])
+
+
+def lowbit_scheme(x, args):
+    """(codes, scales, tensor scale bits or None) of `lowbit quantize ARGS --in x.npy --out DIR`."""
     with tempfile.TemporaryDirectory() as d:
         np.save(os.path.join(d, "x.npy"), np.ascontiguousarray(x, dtype=np.float32))
         p = subprocess.run([LOWBIT, "quantize", *args, "--in", os.path.join(d, "x.npy"), "--out",

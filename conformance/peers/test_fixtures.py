@@ -74,13 +74,23 @@ def test_scheme_fixtures_present():
 
 @pytest.mark.parametrize("path", SCHEMES, ids=[os.path.basename(f) for f in SCHEMES])
 def test_scheme_fixture(path):
-    """torchao's NVFP4 (test_torchao.py's cases) through `lowbit quantize`: codes, block scales and the
-    tensor scale bit for bit."""
+    """torchao's NVFP4 and to_mx (test_torchao.py's cases) through `lowbit quantize`: codes, block scales and
+    the tensor scale bit for bit."""
     meta, cases = peerlib.load_fixture(path)
     failures = []
     compared = 0
     levels = set()
     for row, arrays, _ in cases:
+        if row.get("scheme") == "mx":
+            codes, scales, _ = peerlib.lowbit_scheme(arrays["x"], ["--scheme", "mx", "--element", row["element"],
+                                                                   "--scale-rule", row["rule"], "--profile", "torchao"])
+            levels.add("mx")
+            for name in ("codes", "scales"):
+                w, g = arrays[name], {"codes": codes, "scales": scales}[name]
+                compared += w.size
+                if w.shape != g.shape or (w != g).any():
+                    failures.append(f"{row['label']} {name}")
+            continue
         codes, scales, ts = peerlib.lowbit_nvfp4(arrays["x"], row["two_level"])
         levels.add(row["two_level"])
         want = [arrays["codes"], arrays["scales"]] + ([arrays["tensor_scale"]] if row["two_level"] else [])
@@ -89,5 +99,5 @@ def test_scheme_fixture(path):
             compared += w.size
             if w.shape != g.shape or (w != g).any():
                 failures.append(f"{row['label']} {name}")
-    assert compared > 10_000 and levels == {False, True}
+    assert compared > 10_000 and levels == {False, True, "mx"}
     assert not failures, f"{len(failures)} arrays differ ({meta}):\n" + "\n".join(failures[:10])

@@ -1,4 +1,9 @@
-"""torchao 0.18's NVFP4 quantizers against lowbit's schemes (prototype/mx_formats/nvfp4_tensor.py):
+"""torchao 0.18's MX and NVFP4 quantizers against lowbit's schemes (prototype/mx_formats/):
+
+  * to_mx(x, elem_dtype, 32, FLOOR | CEIL | EVEN | RCEIL) (mx_tensor.py; RCEIL's CPU fallback) ->
+    `lowbit quantize --scheme mx --element E --scale-rule R --profile torchao` (Variant::torchao), every
+    element type torchao has, NaN and Inf blocks included for the fp8 elements (their casts are torch's);
+    the fp4 / fp6 elements on finite blocks only (see below);
 
   * single level, nvfp4_quantize(x) -> `lowbit quantize --scheme nvfp4-1level`;
   * two levels, nvfp4_quantize(x, per_tensor_scale=per_tensor_amax_to_scale(amax(|x|))) ->
@@ -10,7 +15,8 @@ outlier rows, log-normal), blocks whose elements sit exactly where fp32(x / scal
 scale)) round to different e2m1 codes (found here with torch's own float32 arithmetic), all-zero blocks
 (scale 2^-6), tiny blocks (the lower clamp), blocks past 448 * 6 (the upper clamp, elements saturating).
 
-Not compared: NaN and Inf inputs and the all-zero tensor.  torchao gives them NaN scales, and its e2m1 cast
+Not compared: for NVFP4 and for MX's fp4 / fp6 elements, NaN inputs (and for NVFP4 Inf inputs and the
+all-zero tensor).  torchao gives them NaN scales or NaN quotients, and its fp4 / fp6 cast
 (custom_fp_utils._f32_to_floatx_unpacked) has no NaN case: a NaN element's code is whatever its bit pattern
 makes of the normal path's integer arithmetic (0x7fc00000 gives 3, 0xffc00000 gives 11, 0x7fffffff gives
 4), so it depends on which NaN x86 propagates through x * (1 / scale).  lowbit does not model NaN payloads
@@ -101,3 +107,76 @@ def test_the_tie_blocks_tell_the_reciprocal_from_the_quotient():
     quotient = cast((t / s).contiguous(), 2, 1)
     reciprocal = cast((t * (1.0 / s)).contiguous(), 2, 1)
     assert int((quotient != reciprocal).sum()) > 50
+
+
+MX_TYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2", "e2m3": "fp6_e2m3", "e3m2": "fp6_e3m2",
+            "e2m1": "float4_e2m1fn_x2"}
+MX_RULES = ("floor", "ceil", "even", "rceil")
+
+
+def torchao_mx(x, element, rule):
+    """(codes [R, C] uint8, e8m0 scales [R, C/32] uint8) from torchao's to_mx."""
+    mx = peerlib.require("torchao.prototype.mx_formats.mx_tensor")
+    modes = peerlib.require("torchao.prototype.mx_formats.config").ScaleCalculationMode
+    dtype = MX_TYPES[element]
+    dtype = getattr(torch, dtype) if hasattr(torch, dtype) else dtype  # the fp6 types are torchao's strings
+    scales, data = mx.to_mx(torch.from_numpy(np.ascontiguousarray(x, np.float32)), dtype, 32, getattr(modes, rule.upper()))
+    d = data.view(torch.uint8).numpy()
+    codes = np.stack([d & 0xF, d >> 4], -1).reshape(x.shape) if element == "e2m1" else d.reshape(x.shape)
+    return codes.astype(np.uint8), scales.view(torch.uint8).numpy().reshape(x.shape[0], -1)
+
+
+def mx_cases(rng, nonfinite):
+    out = [(rng.standard_normal((4, 64)) * 2.0**mag).astype(np.float32) for mag in range(-40, 41, 8)]
+    z = rng.standard_normal((8, 64)).astype(np.float32)
+    z[0, :32] *= 1e-39  # a subnormal amax: code 0 (torchao divides by 2^-126 there)
+    z[1, :32] = 0
+    if nonfinite:  # NaN blocks (the NaN scale: finite elements 0), Inf blocks (2^128 read from the bits)
+        z[2, 3] = np.nan
+        z[3, 5], z[3, 40] = np.inf, -np.inf
+        z[4, 7], z[4, 8] = -np.nan, np.inf
+        z[5, 33] = np.nan
+    z[7, :32] *= 3e38 / 4
+    out.append(z)
+    # RCEIL's descale just above powers of two, where its CPU fallback's f32 log2 and cvt.rp part.
+    w = (rng.standard_normal((40, 32)) * 2.0 ** np.arange(-100, 100, 5)[:, None]).astype(np.float32)
+    w[:, 0] = (448 * 2.0 ** np.arange(-100, 100, 5)).astype(np.float32) * np.float32(1 + 2**-23)
+    out.append(w)
+    return out
+
+
+def lowbit_mx(x, element, rule, variant=None):
+    extra = ["--variant", variant] if variant else []
+    return peerlib.lowbit_scheme(x, ["--scheme", "mx", "--element", element, "--scale-rule", rule, "--profile",
+                                     "torchao", *extra])[:2]
+
+
+def test_mx_to_mx_bit_for_bit():
+    rng = np.random.default_rng(20261202)
+    failures, compared = [], 0
+    for element in MX_TYPES:
+        for rule in MX_RULES:
+            for i, x in enumerate(mx_cases(rng, nonfinite=element in ("e4m3", "e5m2"))):
+                want, got = torchao_mx(x, element, rule), lowbit_mx(x, element, rule)
+                for name, w, g in zip(("codes", "scales"), want, got):
+                    compared += w.size
+                    bad = np.argwhere(w != g)
+                    if bad.size:
+                        k = tuple(bad[0])
+                        failures.append(f"{element} {rule} case {i} {name}: {len(bad)} differ, first {k}: torchao "
+                                        f"{int(w[k]):#x}, lowbit {int(g[k]):#x}")
+    assert not failures, "\n".join(failures)
+    assert compared > 50_000
+
+
+def test_mx_cases_tell_torchao_from_the_standard_rules():
+    # The NaN, Inf and code-0 blocks and RCEIL's powers of two are where torchao's to_mx is not the OCP / cvt.rp
+    # rule: under --variant standard the same cases differ, so the comparison above is not vacuous.
+    rng = np.random.default_rng(20261202)
+    for rule in MX_RULES:
+        differ = 0
+        for x in mx_cases(rng, nonfinite=True):
+            want = torchao_mx(x, "e4m3", rule)
+            got = lowbit_mx(x, "e4m3", rule, variant="standard")
+            differ += sum(int((w != g).sum()) for w, g in zip(want, got))
+        assert differ > 0, rule

@@ -157,6 +157,70 @@ TEST(Mx, NonFiniteInBlock) {
 // (0x76), -448 (0xFE), 112 (0x6E); the decode scale is fp32(1 / 224) = 0x3B924925 (numpy float32).
 // With force_pow_2 the scale keeps its exponent only: 128; elements 128 (0x70), -256 (0xF8), 64 (0x68);
 // decode scale 2^-7 = 0x3C000000.
+// torchao 0.18's to_mx (Variant::torchao; mx_tensor.py), e4m3 elements (emax 8), blocks of 32:
+//   * an Inf block: the amax's exponent field 255 reads as 2^128, so FLOOR gives 2^(128 - 8) = code 247
+//     (0xF7); each element x / 2^120: Inf clamps to 448 (0x7E), -Inf to 0xFE, 1 becomes 2^-120 (0x00), 2^112
+//     becomes 2^-8 = 2 * 2^-9, the subnormal 0x02;
+//   * a NaN block: code 0xFF, the divisor +Inf; NaN stays NaN (0x7F), 1 and -2 become +0 and -0 (0x00, 0x80),
+//     Inf / Inf is x86's default NaN, negative (0xFF);
+//   * a block of amax 1.5 * 2^-120: floor gives -128, clamped to -127, code 0, whose divisor torchao clamps
+//     to 2^-126: 96 = 1.5 * 2^6 (0x6C); the OCP rule divides by 2^-127: 192 (0x74).
+TEST(Mx, TorchaoToMx) {
+  std::vector<float> v(96, 0.0f);
+  v[0] = INFINITY;
+  v[1] = 1.0f;
+  v[2] = 0x1p112f;
+  v[3] = -INFINITY;
+  v[32] = NAN;
+  v[33] = 1.0f;
+  v[34] = -2.0f;
+  v[35] = INFINITY;
+  v[64] = 0x1.8p-120f;
+  S::Options o;
+  o.scheme = S::Scheme::mx;
+  o.variant = S::Variant::torchao;
+  o.element_policy.overflow = lowbit::Overflow::satfinite;
+  auto q = S::quantize(row(v), o);
+  EXPECT_EQ(q.scales, (Scales{0xF7, 0xFF, 0x00}));
+  EXPECT_EQ((std::vector<unsigned>{q.codes[0], q.codes[1], q.codes[2], q.codes[3]}),
+            (std::vector<unsigned>{0x7E, 0x00, 0x02, 0xFE}));
+  EXPECT_EQ((std::vector<unsigned>{q.codes[32], q.codes[33], q.codes[34], q.codes[35], q.codes[36]}),
+            (std::vector<unsigned>{0x7F, 0x00, 0x80, 0xFF, 0x00}));
+  EXPECT_EQ(q.codes[64], 0x6Cu);
+  o.variant = S::Variant::standard;
+  q = S::quantize(row(v), o);
+  EXPECT_EQ(q.scales, (Scales{0xFF, 0xFF, 0x00}));  // scale-nan for both non-finite blocks
+  EXPECT_EQ(q.codes[64], 0x74u);
+}
+
+// torchao's RCEIL CPU fallback (_to_mx_rceil): descale = fp32(amax / 448); exponent
+// clamp(ceil(f32 log2(descale)), -127, 127) + 127.  amax 458752.0625 (7 * 2^16 + 2^-4) gives descale
+// 1024.00012207 = 2^10 * (1 + 2^-23), whose log2, 10 + 1.7e-7, rounds to the f32 10.0 (its ulp there is
+// 2^-20): code 137 (0x89), and the elements x * 2^-10: amax to 448.00006 -> 448 (0x7E).  cvt.rp (the hardware
+// rule, --variant standard) rounds the descale up to 2^11: 138 (0x8A), the amax 224.00003 -> 224 (0x76).
+// amax 448 * 2^-128 = 1.75 * 2^-120 gives descale 2^-128, exponent -128 clamped to -127: code 0, whose
+// multiplier torchao makes 1.0, so the element stays 1.75 * 2^-120 (0x00); the hardware rule also gives
+// code 0 but multiplies by 2^127: 224 (0x76).
+TEST(Mx, TorchaoRceilFallback) {
+  std::vector<float> v(64, 0.0f);
+  v[0] = 458752.0625f;
+  v[32] = 0x1.cp-120f;
+  S::Options o;
+  o.scheme = S::Scheme::mx;
+  o.mx_rule = S::MxRule::rceil;
+  o.variant = S::Variant::torchao;
+  o.element_policy.overflow = lowbit::Overflow::satfinite;
+  auto q = S::quantize(row(v), o);
+  EXPECT_EQ(q.scales, (Scales{0x89, 0x00}));
+  EXPECT_EQ(q.codes[0], 0x7Eu);
+  EXPECT_EQ(q.codes[32], 0x00u);
+  o.variant = S::Variant::standard;
+  q = S::quantize(row(v), o);
+  EXPECT_EQ(q.scales, (Scales{0x8A, 0x00}));
+  EXPECT_EQ(q.codes[0], 0x76u);
+  EXPECT_EQ(q.codes[32], 0x76u);
+}
+
 TEST(Tensor, TeScaleFromAmax) {
   S::Options o;
   o.scheme = S::Scheme::tensor;

@@ -40,6 +40,11 @@ void profile_defaults(const Profile& prof, S::Request& req) {
     if (!req.variant) req.variant = S::Variant::torchao;
     if (!req.amax_nan) req.amax_nan = S::AmaxNan::propagate;
   }
+  // torchao's to_mx, unless the recipe names a non-finite rule or amax rule of its own (the torchao variant
+  // has torchao's).
+  if (std::string(prof.name) == "torchao" && req.scheme == S::Scheme::mx && !req.variant && !req.nonfinite &&
+      !req.amax_nan)
+    req.variant = S::Variant::torchao;
   if (std::string(prof.name) != "te") return;
   if (!req.mx_rule && row.takes.contains(S::Option::mx_rule)) req.mx_rule = S::MxRule::rceil;
   if (!req.scale_format && req.scheme == S::Scheme::block) req.scale_format = S::ScaleFormat::pow2;
@@ -124,7 +129,8 @@ std::map<std::string, std::string> recipe_keys(const Recipe& r, const BuiltRecip
     m["block_size"] = q.block_rows > 1 ? std::to_string(q.block_rows) + "x" + std::to_string(q.block_cols)
                                        : std::to_string(q.block_cols);
   if (takes(S::Option::mx_rule)) m["scale_rule"] = name(so.mx_rule);
-  if (takes(S::Option::nonfinite)) m["nonfinite"] = name(so.nonfinite);
+  // torchao's to_mx has its own NaN and Inf rule: no nonfinite key (the variant names it).
+  if (takes(S::Option::nonfinite) && so.variant != S::Variant::torchao) m["nonfinite"] = name(so.nonfinite);
   if (takes(S::Option::scale_format)) m["scale_format"] = name(so.scale_format);
   // The FP8 rows' files keep no variant key for TE's own arithmetic, as before they took a variant.
   if (takes(S::Option::variant) && (row.family == S::Family::nvfp4 || so.variant != S::Variant::standard))

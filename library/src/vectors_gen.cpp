@@ -436,6 +436,12 @@ std::vector<LabelledRecipe> scheme_recipes(const std::string& family) {
       o.nonfinite = name(nf);
       add(o, std::string("e4m3-floor-") + name(nf));
     }
+    for (const char* rule : {"floor", "rceil"}) {  // torchao 0.18's to_mx, its NaN and Inf blocks included
+      auto o = qopt("mx", "e4m3");
+      o.scale_rule = rule;
+      o.variant = "torchao";
+      add(o, std::string("e4m3-") + rule + "-torchao");
+    }
   } else if (family == "nvfp4" || family == "nvfp4-2d") {
     add(qopt(family, "e2m1"), "standard");
     for (const S::Variant var : all<S::Variant>()) {
@@ -481,10 +487,11 @@ Suite scheme_suite(const std::string& suite, const std::string& family, std::uin
     std::vector<TensorCase> tensors =
         custom ? shaped_tensors(rng, *custom) : scheme_tensors(rng, so.block == 0 ? 16 : so.block, two_d, nonfinite);
     for (TensorCase& t : tensors) {
-      if (t.name.rfind("nonfinite", 0) == 0 && family == "mx" && rc.o.nonfinite.empty() && rc.label != "e4m3-floor")
+      if (t.name.rfind("nonfinite", 0) == 0 && family == "mx" && rc.o.nonfinite.empty() && rc.o.variant.empty() &&
+          rc.label != "e4m3-floor")
         continue;  // NaN/Inf blocks: only under the rules that name a choice
-      if (t.name.rfind("nonfinite", 0) == 0 && so.variant == S::Variant::torchao)
-        continue;  // torchao's NaN scales make codes of the NaN's bit pattern, which lowbit does not model
+      if (t.name.rfind("nonfinite", 0) == 0 && so.variant == S::Variant::torchao && so.element == &formats::e2m1)
+        continue;  // torchao's NaN scales make e2m1 codes of the NaN's bit pattern, which lowbit does not model
                    // (docs/semantics.md §4.7a): no golden case claims them
       if (so.variant == S::Variant::four_over_six || so.variant == S::Variant::four_over_six_mse ||
           so.hadamard) {

@@ -63,7 +63,7 @@ def test_bad_option_values_name_the_option_and_value():
         lowbit.quantize(X, "block64")
     with pytest.raises(ValueError, match=r"^scale_rule: unknown 'round' \(floor, ceil, even, rceil, rne\)"):
         lowbit.quantize(X, "mx", scale_rule="round")
-    with pytest.raises(ValueError, match=r"^variant: does not apply to the nvfp4-1level scheme \(given fast-math; it applies to nvfp4 and nvfp4-2d\)"):
+    with pytest.raises(ValueError, match=r"^variant: does not apply to the nvfp4-1level scheme \(given fast-math; it applies to tensor, channel, token, block, mx, nvfp4 and nvfp4-2d\)"):
         lowbit.quantize(X, "nvfp4-1level", variant="fast-math")
     with pytest.raises(ValueError, match=r"^block: NVFP4 blocks are 16 columns, not 32"):
         lowbit.quantize(X, "nvfp4", block=32)

@@ -112,7 +112,9 @@ const TargetRule te_rules[] = {
 // CEIL / RCEIL (round up) and EVEN; RCEIL sends Inf and values above 2^127 to 255.
 const TargetRule torchao_rules[] = {
     {&F::e4m3, rn, R::rne, sat, O::satfinite, "clamp, then cast"},
-    {&F::e5m2, rn, R::rne, sat, O::satfinite, "clamp, then cast"},
+    // torch's cast (data_lp.to(float8_e5m2)): a NaN is 0x7F | sign (Float8_e5m2.h), as the torch profile's.
+    {&F::e5m2, rn, R::rne, sat, O::satfinite, "clamp, then torch's cast (Float8_e5m2.h: NaN 0x7F | sign)",
+     NanStyle::signed_all_ones},
     {&F::e2m3, rn, R::rne, sat, O::satfinite, "f32_to_f6_e2m3_unpacked"},
     {&F::e3m2, rn, R::rne, sat, O::satfinite, "f32_to_f6_e3m2_unpacked"},
     {&F::e2m1, rn, R::rne, sat, O::satfinite, "f32_to_f4_unpacked"},
@@ -270,8 +272,8 @@ const Profile table[] = {
      .subnormal_modes = keep_only,
      .targets = te_rules},
     {.name = "torchao",
-     .description = "torchao prototype/mx_formats element casts and NVFP4",
-     .version = "torchao 0.18.0 NVFP4 (compared); element casts and MX from source (not run here)",
+     .description = "torchao prototype/mx_formats element casts, to_mx and NVFP4",
+     .version = "torchao 0.18.0 (MX and NVFP4 compared; fp4 / fp6 casts of NaN from source)",
      .quirks = {.nan_to_no_nan = NanToNoNan::plus_max, .nan_style = NanStyle::preserve},
      .subnormal_modes = keep_only,
      .targets = torchao_rules},

@@ -945,6 +945,8 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
   // The compressed-tensors variant has no streaming form: it checks exporters' checkpoints, one weight at a
   // time, and its definition (scale_reference.cpp) is its only path.
   if (variant_row(o.variant).order == Order::compressed_tensors) return quantize_reference(xin, o, rbits, state);
+  // torchao's to_mx neither: its NaN and Inf blocks and its RCEIL fallback are its definition's alone.
+  if (o.variant == Variant::torchao && scheme_row(o.scheme).family == Family::mx) return quantize_reference(xin, o, rbits, state);
   Tensor transformed;
   if (o.hadamard) transformed = hadamard_rows(xin);
   const Tensor& x = o.hadamard ? transformed : xin;

@@ -88,6 +88,7 @@ class Reference {
   void current_compressed_tensors(int br, int bc);
   void delayed(DelayedState& st);
   void mx();
+  void mx_torchao();
   void nvfp4();
   void nvfp4_compressed_tensors(int br);
   void nvfp4_1level();
@@ -248,6 +249,7 @@ void Reference::delayed(DelayedState& st) {
 // ceil, even) divide by 2^(e - 127) exactly and round once (OCP MX v1.0 §6.3); rceil and rne multiply in
 // fp32 by TE's and torchao's multiplier 2^(127 - e) (rules::mx_multiplier), then convert.
 void Reference::mx() {
+  if (o_.variant == Variant::torchao) return mx_torchao();
   q_.block_rows = 1;
   q_.block_cols = o_.block;
   q_.scale_format = &formats::e8m0;
@@ -272,6 +274,55 @@ void Reference::mx() {
           if (u.cls == ValueClass::finite) u.exponent -= static_cast<int>(e) - 127;
           set(r, c, static_cast<std::uint8_t>(round_to(el_, u, o_.element_policy, random).code));
         }
+      }
+    }
+}
+
+// torchao 0.18's to_mx (prototype/mx_formats/mx_tensor.py; docs/semantics.md §4.5a), per block of one row:
+// the amax is torch.amax(|x|), a NaN propagating.  FLOOR / CEIL / EVEN: the code rules::mx_scale_torchao
+// (0xFF for a NaN amax), the divisor its f32 value clamped below to 2^-126 (F32_MIN_NORMAL: code 0 divides by
+// 2^-126, not 2^-127) and +Inf for 0xFF, each element fp32(x / divisor) (exact here, as the power of two
+// keeps every quotient that an element can hold), then clamped and cast.  Under the NaN scale, x / Inf:
+// finite elements become +-0, a NaN stays itself (quieted), +-Inf / Inf is x86's default NaN 0xFFC00000.
+// RCEIL (_to_mx_rceil's CPU fallback): the code rules::mx_scale_torchao, the multiplier NaN (the descale
+// itself) for 255, 2^-127 for 254, 1.0 for 0, else 2^(127 - e); each element fp32(x * multiplier), clamped,
+// cast.
+void Reference::mx_torchao() {
+  q_.block_rows = 1;
+  q_.block_cols = o_.block;
+  q_.scale_format = &formats::e8m0;
+  const int emax = el_.emax();
+  for (int r = 0; r < rows(); ++r)
+    for (int c0 = 0; c0 < cols(); c0 += o_.block) {
+      const int c1 = std::min(cols(), c0 + o_.block);
+      float a = 0.0f;  // torch.amax(|x|): the first NaN is the amax
+      for (int c = c0; c < c1 && !std::isnan(a); ++c) a = std::isnan(at(r, c)) ? std::fabs(at(r, c)) : std::fmax(a, std::fabs(at(r, c)));
+      if (o_.mx_rule == MxRule::rceil) {
+        const float descale = a / elem_max();
+        const std::uint64_t e =
+            std::isnan(a) ? 0xFF : rules::mx_scale_torchao(a, emax, elem_max(), el_.mantissa_bits, MxRule::rceil);
+        q_.scales.push_back(e);
+        const float mult = e == 0xFF ? descale : e == 254 ? 0x1p-127f : e == 0 ? 1.0f : std::ldexp(1.0f, 127 - static_cast<int>(e));
+        // torch's x * NaN is the multiplier's NaN even where x is a NaN too (a NaN element of a NaN block
+        // comes out positive, as the descale of |x|'s amax is): product().
+        for (int c = c0; c < c1; ++c) set(r, c, element(product(at(r, c), mult), r, c));
+        continue;
+      }
+      const std::uint64_t e = std::isnan(a) ? 0xFF : rules::mx_scale_torchao(a, emax, elem_max(), el_.mantissa_bits, o_.mx_rule);
+      q_.scales.push_back(e);
+      const int shift = e == 0 ? -126 : static_cast<int>(e) - 127;  // the divisor 2^shift (e < 0xFF)
+      for (int c = c0; c < c1; ++c) {
+        const float x = at(r, c);
+        if (e == 0xFF) {
+          const float y = std::isnan(x)   ? std::bit_cast<float>(bits_of(x) | 0x00400000u)
+                          : std::isinf(x) ? std::bit_cast<float>(0xFFC00000u)
+                                          : std::copysign(0.0f, x);
+          set(r, c, element(y, r, c));
+          continue;
+        }
+        Unpacked u = unpack(formats::f32, bits_of(x));
+        if (u.cls == ValueClass::finite) u.exponent -= shift;
+        set(r, c, static_cast<std::uint8_t>(round_to(el_, u, o_.element_policy, 0).code));
       }
     }
 }

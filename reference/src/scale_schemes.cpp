@@ -171,7 +171,17 @@ class Resolver {
       return refuse(Option::variant, std::string(name(o_.variant)) + " is not combined with the Hadamard transform");
     if (is_stochastic(o_.element_policy.rounding) && !v.takes_stochastic_rounding)
       return refuse(Option::variant, std::string(name(o_.variant)) + " is not combined with stochastic rounding");
-    if (v.order == Order::te && o_.compute != Compute::f32)
+    if (v.order == Order::torchao && row_.family == Family::mx) {
+      // torchao's to_mx has its own NaN and Inf rule (torch.amax propagates NaN; see Reference::mx_torchao)
+      // and the four ScaleCalculationModes.
+      if (r_.nonfinite) return refuse(Option::nonfinite, "the torchao variant has torchao's own NaN and Inf rule");
+      if (r_.amax_nan) return refuse(Option::amax_nan, "the torchao variant's amax is torch.amax, which propagates NaN");
+      if (o_.mx_rule == MxRule::rne) return refuse(Option::mx_rule, "torchao has floor, ceil, even and rceil, not rne");
+      if (o_.element == &formats::int8 || o_.element == &formats::int8sm)
+        return refuse(Option::element, "torchao's MX elements are e4m3, e5m2, e2m3, e3m2 and e2m1");
+      if (is_stochastic(o_.element_policy.rounding)) return refuse(Option::variant, "torchao's to_mx rounds to nearest");
+    }
+    if (v.order != Order::compressed_tensors && o_.compute != Compute::f32)
       return refuse(Option::compute, std::string(name(o_.compute)) +
                                          " applies to the compressed-tensors variant only (" + name(o_.variant) +
                                          " computes in f32)");

@@ -84,9 +84,10 @@ constexpr const auto& names_of(ZeroScale) { return zero_scale_names; }
 // four_over_six / four_over_six_mse: TE's "4over6" (docs/semantics.md §4): S_enc = 1536 / amax (256 in place of
 // 448), and each block keeps whichever of its map-to-6 and map-to-4 (block scale times 1.5) encodings has
 // the smaller summed dequantization error, absolute (TE's default) or squared; a tie keeps map-to-6.
-// torchao: torchao 0.18's two-level NVFP4 (prototype/mx_formats/nvfp4_tensor.py, per_tensor_amax_to_scale and
-// nvfp4_quantize): S_dec = fp32(amax / 2688); each block scale fp32(fp32(block_amax / 6) / S_dec) clamped to
-// [2^-6, 448] (an all-zero block gets 2^-6, code 0x08); elements x * fp32(fp32(1 / S_dec) / scale).
+// torchao: torchao 0.18's arithmetic.  Two-level NVFP4 (prototype/mx_formats/nvfp4_tensor.py,
+// per_tensor_amax_to_scale and nvfp4_quantize): S_dec = fp32(amax / 2688); each block scale
+// fp32(fp32(block_amax / 6) / S_dec) clamped to [2^-6, 448] (an all-zero block gets 2^-6, code 0x08); elements
+// x * fp32(fp32(1 / S_dec) / scale).  MX (mx_tensor.py to_mx, _to_mx_rceil): docs/semantics.md §4.5a.
 // compressed_tensors: the arithmetic of compressed-tensors 0.20.1's CPU path (the vLLM / LLM Compressor
 // checkpoint format), for NVFP4 and for the FP8 rows (tensor, token, block): scales computed in the
 // Compute precision (the weight's dtype), elements divided by the scale, docs/semantics.md §4
@@ -97,7 +98,7 @@ inline constexpr Named<Variant> variant_names[] = {
     {Variant::fast_math, "fast-math", "the element multiplier as a bf16"},
     {Variant::four_over_six, "4over6", "per block map to 4 or 6, least absolute error"},
     {Variant::four_over_six_mse, "4over6-mse", "per block map to 4 or 6, least squared error"},
-    {Variant::torchao, "torchao", "torchao 0.18: S_dec = amax / 2688, block scales S_dec quotients in [2^-6, 448]"},
+    {Variant::torchao, "torchao", "torchao 0.18's arithmetic (NVFP4 S_dec = amax / 2688; MX to_mx's NaN, Inf and smallest scale, RCEIL's CPU fallback)"},
     {Variant::compressed_tensors, "compressed-tensors", "compressed-tensors 0.20.1 (vLLM checkpoints), its CPU path"},
 };
 constexpr const auto& names_of(Variant) { return variant_names; }
@@ -327,9 +328,9 @@ inline constexpr SchemeRow scheme_rows[] = {
      .scale_formats = {ScaleFormat::f32},
      .scale_element = &formats::e8m0,
      .passes = Passes::one,
-     .takes = {Option::element, Option::block, Option::mx_rule, Option::nonfinite, Option::amax_nan},
-     .variants = {Variant::standard},
-     .source = "OCP MX v1.0 §6.3; torchao to_mx; TE / cuBLAS rceil"},
+     .takes = {Option::element, Option::block, Option::mx_rule, Option::nonfinite, Option::amax_nan, Option::variant},
+     .variants = {Variant::standard, Variant::torchao},
+     .source = "OCP MX v1.0 §6.3; torchao 0.18 to_mx (variant torchao); TE / cuBLAS rceil"},
     {.scheme = Scheme::nvfp4,
      .family = Family::nvfp4,
      .label = "NVFP4",

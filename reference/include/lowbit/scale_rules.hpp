@@ -119,6 +119,31 @@ LOWBIT_HD inline std::uint64_t mx_scale(float a, int emax, float elem_max, int m
   return static_cast<std::uint64_t>(se + 127);
 }
 
+// torchao 0.18's to_mx scale (mx_tensor.py) of a block amax that is not NaN (a NaN amax is 0xFF under every
+// mode).  FLOOR / CEIL / EVEN read the biased exponent field of the amax's bits, an Inf amax included (255:
+// 2^128, so an Inf block of e4m3 elements gets 2^(128 - 8), code 0xF7), then clamp to [-127, 128].  RCEIL's
+// CPU fallback (_to_mx_rceil): descale = fp32(amax / elem_max); Inf gives 254; otherwise
+// clamp(ceil(log2(descale)), -127, 127) + 127, log2 as an f32 (torch.log2 of a float32 tensor; here the exact
+// log2 rounded to f32, through double).  Where descale lies just above a power of two 2^k (k != 0) whose log2
+// rounds to k, this gives k where cvt.rp (rules::mx_scale's rceil) gives k + 1.
+inline std::uint64_t mx_scale_torchao(float a, int emax, float elem_max, int mantissa_bits, MxRule rule) {
+  if (rule == MxRule::rceil) {
+    const float descale = a / elem_max;
+    if (is_inf(descale)) return 254;
+    const float l = static_cast<float>(std::log2(static_cast<double>(descale)));
+    float e = std::ceil(l);  // -inf for a zero descale
+    e = e < -127.0f ? -127.0f : (e > 127.0f ? 127.0f : e);
+    return static_cast<std::uint64_t>(static_cast<int>(e) + 127);
+  }
+  std::uint32_t b = bits_of(a);
+  if (rule == MxRule::even) b = (b + (1u << (23 - mantissa_bits - 1))) & 0xFF800000u;
+  int pow2 = static_cast<int>((b >> 23) & 0xFF) - 127;
+  if (rule == MxRule::ceil && (b & 0x7FFFFFu) != 0) pow2 += 1;
+  int se = pow2 - emax;
+  se = se < -127 ? -127 : (se > 128 ? 128 : se);
+  return static_cast<std::uint64_t>(se + 127);
+}
+
 // The MX element multiplier 2^(127 - e) of a scale code e as TE and torchao form it: e = 254 gives the f32
 // subnormal 2^-127; a NaN scale (0xFF) gives 0 (its elements are the element format's NaN conversion).
 // Written without branches (selects only), so that a loop over a row of scales vectorises.
