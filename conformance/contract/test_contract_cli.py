@@ -196,6 +196,19 @@ def test_bad_recipe_field(tmp_path):
     refused(tmp_path, edited(**{"passes/fprop/w/quantize/scale_rule": "rceil"}), "passes.fprop.w.quantize.scale_rule")
 
 
+def test_te_hadamard_needs_bf16_storage(tmp_path):
+    # TE's transform reads bf16 tensors; HAND stores X as f32.
+    doc = edited(**{"passes/fprop/procedure": "blackwell-mxf4nvf4", "passes/fprop/epilogue/0": None,
+                    "passes/fprop/x/quantize": {"quantization_format": "nvfp4", "hadamard": "te-bf16"},
+                    "passes/fprop/w/quantize": {"quantization_format": "nvfp4", "hadamard": "te-bf16"}})
+    refused(tmp_path, doc, "passes.fprop.x.quantize.hadamard", "te-bf16 reads bf16 values; storage.x is f32")
+
+
+def test_unknown_hadamard(tmp_path):
+    doc = edited(**{"passes/fprop/x/quantize": {"quantization_format": "nvfp4", "hadamard": "bf16"}})
+    refused(tmp_path, doc, "passes.fprop.x.quantize.hadamard", "'bf16' is not true, false, none, exact, te-bf16")
+
+
 def test_mismatched_shapes(tmp_path):
     c = write(tmp_path, "hand.json", HAND)
     x, _ = hand_inputs(tmp_path)
