@@ -2,7 +2,8 @@
 # the plain reference quantizer, bit for bit, under every SIMD target (test_scale_oracle; the full tier's
 # test_scale_oracle_full runs larger tensors and every option combination on the long rows).
 include(GoogleTest)
-add_executable(test_scale ${CMAKE_CURRENT_SOURCE_DIR}/scale/test_schemes.cpp ${CMAKE_CURRENT_SOURCE_DIR}/scale/test_rows.cpp)
+add_executable(test_scale ${CMAKE_CURRENT_SOURCE_DIR}/scale/test_schemes.cpp ${CMAKE_CURRENT_SOURCE_DIR}/scale/test_rows.cpp
+                          ${CMAKE_CURRENT_SOURCE_DIR}/scale/test_hadamard.cpp)
 target_link_libraries(test_scale PRIVATE lowbit::reference GTest::gtest_main)
 gtest_discover_tests(test_scale PROPERTIES LABELS quick DISCOVERY_TIMEOUT 60)
 

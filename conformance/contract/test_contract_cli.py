@@ -196,6 +196,19 @@ def test_bad_recipe_field(tmp_path):
     refused(tmp_path, edited(**{"passes/fprop/w/quantize/scale_rule": "rceil"}), "passes.fprop.w.quantize.scale_rule")
 
 
+def test_te_hadamard_needs_bf16_storage(tmp_path):
+    # TE's transform reads bf16 tensors; HAND stores X as f32.
+    doc = edited(**{"passes/fprop/procedure": "blackwell-mxf4nvf4", "passes/fprop/epilogue/0": None,
+                    "passes/fprop/x/quantize": {"quantization_format": "nvfp4", "hadamard": "te-bf16"},
+                    "passes/fprop/w/quantize": {"quantization_format": "nvfp4", "hadamard": "te-bf16"}})
+    refused(tmp_path, doc, "passes.fprop.x.quantize.hadamard", "te-bf16 reads bf16 values; storage.x is f32")
+
+
+def test_unknown_hadamard(tmp_path):
+    doc = edited(**{"passes/fprop/x/quantize": {"quantization_format": "nvfp4", "hadamard": "bf16"}})
+    refused(tmp_path, doc, "passes.fprop.x.quantize.hadamard", "'bf16' is not true, false, none, exact, te-bf16")
+
+
 def test_mismatched_shapes(tmp_path):
     c = write(tmp_path, "hand.json", HAND)
     x, _ = hand_inputs(tmp_path)
@@ -266,7 +279,8 @@ def inputs(kind, m, n, k, rng):
 FLAG = {"quantization_format": "--scheme", "element": "--element", "block_size": "--block",
         "scale_rule": "--scale-rule", "scale_format": "--scale-format", "nonfinite": "--nonfinite",
         "variant": "--variant", "zero_scale": "--zero-scale", "amax_nan": "--amax-nan", "profile": "--profile",
-        "rounding": "--rounding"}
+        "rounding": "--rounding", "sr_bits": "--sr-bits"}
+SR_SEED = 1
 
 
 def quantize(tmp, name, src, recipe):
@@ -274,7 +288,12 @@ def quantize(tmp, name, src, recipe):
     for key, value in recipe.items():
         if key == "eps":
             continue  # applied to the scales below
-        args += [FLAG[key], value]
+        if key == "hadamard":
+            args += [f"--hadamard={value}"]
+            continue
+        args += [FLAG[key], str(value)]
+    if "sr_bits" in recipe:
+        args += ["--sr-seed", str(SR_SEED)]  # the seed `contract run --sr-seed` is given below
     ok(args)
     d = tmp / name
     codes = np.load(d / "codes.npy")
@@ -308,12 +327,30 @@ def gpu(v):
     return b
 
 
-def compose(tmp, contract, x_path, w_path, b_path):
-    """The contract's fprop by hand: lowbit quantize, lowbit gemm, then the epilogue in numpy f32."""
-    fp = contract["passes"]["fprop"]
-    xc, xs, xts = quantize(tmp, "qx", x_path, fp["x"]["quantize"])
-    wc, ws, wts = quantize(tmp, "qw", w_path, fp["w"]["quantize"])
-    fx, fw = fp["x"]["quantize"], fp["w"]["quantize"]
+# The GEMM operands of each pass (contract.hpp): A and B's rows-along-K form, each a tensor as stored or its
+# transpose: fprop X and W, dgrad dY and Wᵀ, wgrad dYᵀ and Xᵀ.
+OPERANDS = {"fprop": (("x", False), ("w", False)), "dgrad": (("dy", False), ("w", True)),
+            "wgrad": (("dy", True), ("x", True))}
+
+
+def along_k(tmp, files, tensor, transposed):
+    """The file of a tensor in the form its quantizer reads (transposed with numpy where the pass says so)."""
+    if not transposed:
+        return files[tensor]
+    path = tmp / f"{tensor}.T.npy"
+    np.save(path, np.ascontiguousarray(np.load(files[tensor]).T))
+    return str(path)
+
+
+def compose(tmp, contract, x_path, w_path, b_path, pass_name="fprop", files=None):
+    """A pass of the contract by hand: lowbit quantize on each operand's rows-along-K form, lowbit gemm, then the
+    epilogue in numpy f32."""
+    fp = contract["passes"][pass_name]
+    files = files or {"x": x_path, "w": w_path}
+    (ta, a_t), (tb, b_t) = OPERANDS[pass_name]
+    fx, fw = fp[ta]["quantize"], fp[tb]["quantize"]
+    xc, xs, xts = quantize(tmp, "qa", along_k(tmp, files, ta, a_t), fx)
+    wc, ws, wts = quantize(tmp, "qb", along_k(tmp, files, tb, b_t), fw)
     elem = lambda q: q.get("element", "e2m1" if q["quantization_format"].startswith("nvfp4") else "e4m3")
     np.save(tmp / "a.npy", xc)
     np.save(tmp / "b.npy", np.ascontiguousarray(wc.T))
@@ -321,6 +358,11 @@ def compose(tmp, contract, x_path, w_path, b_path):
             "--a-format", elem(fx), "--b-format", elem(fw), "--out", str(tmp / "d.npy")]
     scheme = fx["quantization_format"]
     per_tensor = scheme == "tensor"
+    if per_tensor and not any(s["step"] == "dequantize" for s in fp["epilogue"]):
+        # A promoted procedure multiplies the per-tensor decode scales inside each promotion (docs/contract.md):
+        # lowbit gemm's --scale-a / --scale-b on the same procedure.
+        hexbits = lambda v: f"{int(np.float32(v).view(np.uint32)):#010x}"
+        args += ["--scale-a", hexbits(xs.ravel()[0]), "--scale-b", hexbits(ws.ravel()[0])]
     if not per_tensor:
         # A's scales as the quantizer wrote them (rows x K blocks); B's from W's (N rows x K blocks, or 16x16 /
         # 128x128 tiles), transposed to K blocks x columns, a tile row repeated per column where the MMA reads
@@ -352,7 +394,7 @@ def compose(tmp, contract, x_path, w_path, b_path):
                 # result, CUDART_NAN_BF16 in cuda_bf16.h); ml_dtypes writes its own quiet NaN 0x7fc0.
                 out[np.isnan(y)] = 0x7FFF
                 return out
-    raise AssertionError("every named fprop ends in a bf16 cast")
+    raise AssertionError("every named pass ends in a bf16 cast")
 
 
 @pytest.mark.parametrize("name", NAMED)
@@ -376,6 +418,43 @@ def test_named_fprop_equals_composition(tmp_path, name, kind):
     assert got.dtype == np.uint16 and got.shape == (m, n)
     diff = np.argwhere(got != want)
     assert diff.size == 0, f"{name} {kind}: first differing element {diff[0]}: {got[tuple(diff[0])]:#06x} vs {want[tuple(diff[0])]:#06x}"
+
+
+BACKWARD = [(n, p) for n in NAMED for p in ("dgrad", "wgrad")
+            if p in json.loads(ok(["contract", "show", n, "--json"]))["passes"]]
+
+
+@pytest.mark.parametrize("name,pass_name", BACKWARD)
+@pytest.mark.parametrize("kind", ["random", "zeros", "outlier", "nonfinite"])
+def test_named_backward_equals_composition(tmp_path, name, pass_name, kind):
+    # dgrad reduces over N (dY [M, N] times W [N, K]), wgrad over M (dYᵀ [N, M] times X [M, K]); the reduction is
+    # 256 long and the other two dimensions odd.  The first operand takes the adversarial rows, the second the
+    # adversarial columns (inputs()).  te-nvfp4's wgrad runs TE's bf16 Hadamard transform (--hadamard=te-bf16)
+    # and stochastic rounding on dY (the same Philox seed on both sides).
+    contract = json.loads(ok(["contract", "show", name, "--json"]))
+    m, n, k = (5, 256, 7) if pass_name == "dgrad" else (256, 5, 7)
+    rng = np.random.default_rng(abs(hash((name, pass_name, kind))) % 2**32)
+    if pass_name == "dgrad":
+        dy, w = inputs(kind, m, k, n, rng)  # dY [m, n] as X, W [n, k] drawn as [k, n] and transposed
+        arrays = {"dy": dy, "w": np.ascontiguousarray(w.T)}
+    else:
+        dyt, xt = inputs(kind, n, k, m, rng)  # dYᵀ [n, m] and Xᵀ [k, m], the reduction along their rows
+        arrays = {"dy": np.ascontiguousarray(dyt.T), "x": np.ascontiguousarray(xt.T)}
+    files = {}
+    for t, a in arrays.items():
+        files[t] = str(tmp_path / f"{t}.npy")
+        np.save(files[t], a)
+    args = ["contract", "run", "--contract", name, "--pass", pass_name, "--sr-seed", str(SR_SEED),
+            "--out", str(tmp_path / "run")]
+    for t in arrays:
+        args += [f"--{t}", files[t]]
+    ok(args)
+    want = compose(tmp_path, contract, None, None, None, pass_name, files)
+    got = np.load(tmp_path / "run" / "output.npy")
+    assert got.shape == want.shape == ((m, k) if pass_name == "dgrad" else (n, k))
+    diff = np.argwhere(got != want)
+    assert diff.size == 0, (f"{name} {pass_name} {kind}: first differing element {diff[0]}: "
+                            f"{got[tuple(diff[0])]:#06x} vs {want[tuple(diff[0])]:#06x}")
 
 
 @pytest.mark.parametrize("name", NAMED)

@@ -48,7 +48,7 @@ S::Request naming(S::Scheme s, S::Option opt) {
     case S::Option::eps: r.eps = 0.0f; break;
     case S::Option::zero_scale: r.zero_scale = S::ZeroScale::kernel; break;
     case S::Option::variant: r.variant = S::Variant::standard; break;
-    case S::Option::hadamard: r.hadamard = true; break;
+    case S::Option::hadamard: r.hadamard = S::Hadamard::exact; break;
     case S::Option::compute: r.compute = S::Compute::f32; break;
   }
   return r;
@@ -137,9 +137,9 @@ TEST(SchemeRows, RefusalsNameTheOptionAndTheReason) {
   r = {};
   r.scheme = S::Scheme::nvfp4;
   r.variant = S::Variant::four_over_six_mse;
-  r.hadamard = true;
+  r.hadamard = S::Hadamard::exact;
   EXPECT_EQ(refusal(r), "variant: 4over6-mse is not combined with the Hadamard transform");
-  r.hadamard = false;
+  r.hadamard = S::Hadamard::none;
   r.element_policy.rounding = lowbit::Rounding::sr_a;
   r.element_policy.sr_bits = 8;
   EXPECT_EQ(refusal(r), "variant: 4over6-mse is not combined with stochastic rounding");

@@ -420,9 +420,9 @@ TEST(Nvfp4, FourOverSixOptions) {
   o = {};
   o.variant = S::Variant::four_over_six;
   o.scheme = S::Scheme::nvfp4;
-  o.hadamard = true;
+  o.hadamard = S::Hadamard::exact;
   EXPECT_NE(S::normalize(o), "");
-  o.hadamard = false;
+  o.hadamard = S::Hadamard::none;
   EXPECT_EQ(S::normalize(o), "");
 }
 

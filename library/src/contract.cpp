@@ -220,6 +220,12 @@ PassContract pass_contract(const Node& n, Pass pass, const Contract& c) {
           .at("quantize")
           .fail(std::string(p.procedure->name) + " takes " + gemm::operand_text(*p.procedure) + ", not " +
                 element.name);
+    // TE's transform reads bf16 tensors (scale::hadamard_rows_te_bf16): the operand must be stored as bf16.
+    if (q->recipe && q->options.hadamard == S::Hadamard::te_bf16 && !same_format(c.storage_of(t), formats::bf16))
+      n.at(key)
+          .at("quantize")
+          .at("hadamard")
+          .fail(std::string("te-bf16 reads bf16 values; storage.") + name(t) + " is " + c.storage_of(t).name);
   }
   if (const auto why = layout::scale_problem(p)) n.at(why->first == 0 ? a : b).at("quantize").fail(why->second);
   const Node epi = n.at("epilogue");

@@ -9,7 +9,8 @@
 //    accumulation), dgrad and wgrad with one; Float8BlockScaling: E4M3, power-of-two scales, 1-D (1x128)
 //    blocks for inputs and gradients, 2-D (128x128) for weights, split accumulation on every pass;
 //    MXFP8BlockScaling: E4M3 on every tensor; NVFP4BlockScaling: 16x16 weight blocks, stochastic rounding on
-//    gradients, the random Hadamard transform on the columnwise (wgrad) copies of inputs and gradients.
+//    gradients, the random Hadamard transform on the columnwise (wgrad) copies of inputs and gradients, as
+//    TE computes it (scale::hadamard_rows_te_bf16 cites the kernel).
 //  * DeepSeek-V3 (arXiv 2412.19437 §3.3): 1x128 activation and gradient tiles, 128x128 weight blocks, E4M3 on
 //    all tensors, WGMMA results promoted into f32 every 128 elements of K; DeepGEMM's test quantizer
 //    (tests/test_core.py, per_token_cast_to_fp8): amax clamped at 1e-4, elements x * fp32(448 / amax).
@@ -129,8 +130,8 @@ constexpr const char* te_mxfp8_sm100 = R"json({
 constexpr const char* te_nvfp4_sm100 = R"json({
   "lowbit_contract": 1,
   "name": "te-nvfp4@sm100",
-  "description": "Transformer Engine NVFP4BlockScaling on Blackwell: 1x16 inputs, 16x16 weights, stochastic rounding on gradients",
-  "source": "TE recipe/__init__.py NVFP4BlockScaling; quantize_transpose_nvfp4.cuh; tcgen05.mma kind::mxf4nvf4",
+  "description": "Transformer Engine NVFP4BlockScaling on Blackwell: 1x16 inputs, 16x16 weights, stochastic rounding on gradients, the random Hadamard transform on wgrad's operands",
+  "source": "TE recipe/__init__.py NVFP4BlockScaling; quantize_transpose_nvfp4.cuh; hadamard_transform_utils.cuh (bf16 wmma m16n16k16, rounded to bf16); tcgen05.mma kind::mxf4nvf4",
   "hardware": "unverified",
   "storage": {"x": "bf16", "w": "bf16", "dy": "bf16"},
   "passes": {
@@ -143,6 +144,12 @@ constexpr const char* te_nvfp4_sm100 = R"json({
     "dgrad": {
       "dy": {"quantize": {"quantization_format": "nvfp4", "rounding": "sr-a", "sr_bits": 8}},
       "w": {"quantize": {"quantization_format": "nvfp4-2d", "profile": "te"}},
+      "procedure": "blackwell-mxf4nvf4",
+      "epilogue": [{"step": "dequantize"}, {"step": "cast", "format": "bf16"}]
+    },
+    "wgrad": {
+      "dy": {"quantize": {"quantization_format": "nvfp4", "rounding": "sr-a", "sr_bits": 8, "hadamard": "te-bf16"}},
+      "x": {"quantize": {"quantization_format": "nvfp4", "profile": "te", "hadamard": "te-bf16"}},
       "procedure": "blackwell-mxf4nvf4",
       "epilogue": [{"step": "dequantize"}, {"step": "cast", "format": "bf16"}]
     }
@@ -206,8 +213,8 @@ constexpr NamedContract table[] = {
      "Transformer Engine MXFP8BlockScaling on Blackwell, unverified on hardware (TE recipe/__init__.py)",
      te_mxfp8_sm100},
     {"te-nvfp4@sm100",
-     "Transformer Engine NVFP4BlockScaling on Blackwell, fprop and dgrad, unverified on hardware (TE "
-     "recipe/__init__.py)",
+     "Transformer Engine NVFP4BlockScaling on Blackwell, wgrad with TE's bf16 random Hadamard transform, unverified "
+     "on hardware (TE recipe/__init__.py, hadamard_transform_utils.cuh)",
      te_nvfp4_sm100},
     {"torchao-mxfp8@sm100",
      "torchao MXLinear MXFP8 on Blackwell, unverified on hardware (torchao prototype/mx_formats)", torchao_mxfp8_sm100},

@@ -137,7 +137,8 @@ std::map<std::string, std::string> recipe_keys(const Recipe& r, const BuiltRecip
     m["variant"] = name(so.variant);
   if (so.compute != S::Compute::f32) m["compute"] = name(so.compute);
   if (takes(S::Option::zero_scale)) m["zero_scale"] = name(so.zero_scale);
-  if (takes(S::Option::hadamard) && so.hadamard) m["hadamard"] = "true";
+  if (takes(S::Option::hadamard) && so.hadamard != S::Hadamard::none)
+    m["hadamard"] = so.hadamard == S::Hadamard::exact ? "true" : name(so.hadamard);
   if (so.amax_propagates_nan) m["amax_nan"] = name(S::AmaxNan::propagate);
   if (!built.profile.empty()) m["profile"] = built.profile;
   if (!r.rounding.empty()) m["rounding"] = r.rounding;
@@ -163,8 +164,13 @@ Recipe recipe_from_keys(const std::function<std::optional<std::string>(const std
   copy("rounding", r.rounding);
   copy("amax_nan", r.amax_nan);
   if (const auto h = get("hadamard")) {
-    if (*h != "true" && *h != "false") throw ArgumentError("hadamard", "'" + *h + "' is not true or false");
-    r.hadamard = *h == "true";
+    if (*h == "true" || *h == "false") {
+      r.hadamard = *h == "true" ? S::Hadamard::exact : S::Hadamard::none;
+    } else if (const auto v = parse<S::Hadamard>(*h)) {
+      r.hadamard = *v;
+    } else {
+      throw ArgumentError("hadamard", "'" + *h + "' is not true, false, " + choices<S::Hadamard>());
+    }
   }
   if (const auto b = get("block_size")) {
     // "N" (1-D blocks of N along a row) or "RxN".

@@ -458,7 +458,7 @@ std::vector<LabelledRecipe> scheme_recipes(const std::string& family) {
     add(z, "zero-scale-reference");
     if (family == "nvfp4") {
       auto h = qopt(family, "e2m1");
-      h.hadamard = true;
+      h.hadamard = S::Hadamard::exact;
       add(h, "hadamard");
       auto sr = qopt(family, "e2m1");
       sr.rounding = "sr-a";
@@ -494,9 +494,9 @@ Suite scheme_suite(const std::string& suite, const std::string& family, std::uin
         continue;  // torchao's NaN scales make e2m1 codes of the NaN's bit pattern, which lowbit does not model
                    // (docs/semantics.md §4.7a): no golden case claims them
       if (so.variant == S::Variant::four_over_six || so.variant == S::Variant::four_over_six_mse ||
-          so.hadamard) {
+          so.hadamard != S::Hadamard::none) {
         // Keep these cases' rows a multiple of 16 where the scheme transforms 16x16 tiles.
-        if (so.hadamard && t.cols % 16 != 0) continue;
+        if (so.hadamard != S::Hadamard::none && t.cols % 16 != 0) continue;
       }
       const S::Tensor x{t.rows, t.cols, t.x};
       std::vector<std::uint32_t> rbits;

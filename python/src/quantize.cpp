@@ -53,7 +53,7 @@ SchemeOptions scheme_options(const std::string& scheme, const std::optional<std:
   r.profile = profile_name.value_or("");
   r.rounding = rounding.value_or("");
   r.amax_nan = amax_nan.value_or("");
-  r.hadamard = hadamard;
+  r.hadamard = hadamard ? scale::Hadamard::exact : scale::Hadamard::none;
   r.sr_bits = sr_bits;
   try {
     BuiltRecipe b = build(r);

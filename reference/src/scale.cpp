@@ -14,6 +14,7 @@
 
 #include "lowbit/batch.hpp"
 #include "lowbit/convert.hpp"
+#include "lowbit/gemm.hpp"
 #include "lowbit/scale_rules.hpp"
 
 namespace lowbit::scale {
@@ -430,6 +431,61 @@ Tensor hadamard_rows(const Tensor& x) {
         y.data[static_cast<std::size_t>(r) * x.cols + c0 + j] = static_cast<float>(s * 0.25);
       }
   return y;
+}
+
+// hadamard_rows_te_bf16 (scale.hpp), following Transformer Engine (NVIDIA/TransformerEngine):
+//  * transformer_engine/pytorch/tensor/nvfp4_tensor.py at commit 13d544cf, get_wgrad_sign_vector (line 48: the
+//    sign vector above) and get_rht_matrix (lines 92-102: diag(s) @ H16 * 1/sqrt(16), cast to bf16), applied
+//    as x.reshape(-1, 16) @ matrix;
+//  * transformer_engine/common/hadamard_transform/hadamard_transform_utils.cuh at commit 76323235:
+//    k16x16HadamardScale = 0.25f (line 21); get_hadamard_matrix_fragment builds the entries as copysignf(0.25,
+//    sign bit (mask >> column) ^ popcount(row & column)) converted to bf16 (cvt.rn.bf16x2.f32, exact for
+//    ±0.25); mma_m16_n16_k16_b16_b16_b16_noacc runs wmma.mma.sync.aligned.row.row.m16n16k16.f32.bf16.bf16.f32
+//    with a zero accumulator, then rounds each f32 result with cvt.rn.bf16x2.f32 and takes the amax of those
+//    bf16 values (max.xorsign.abs.bf16x2).
+// The MMA of K = 16 is one step of the hopper-bf16 model (group 16: the whole row group at once), the one bf16
+// tensor-core model held against hardware here (an H200, reports/device/).  TE runs this kernel on sm90 and
+// sm100; that Blackwell's bf16 MMA equals the model is not confirmed.
+Tensor hadamard_rows_te_bf16(const Tensor& x) {
+  const gemm::TensorCoreModel* model = gemm::find_model("hopper-bf16");
+  if (!model) throw std::logic_error("the hopper-bf16 tensor-core model row is missing");
+  constexpr std::uint64_t plus_quarter = 0x3E80, minus_quarter = 0xBE80;  // bf16 +-0.25
+  // Column j of the bf16 matrix diag(s) H / 4 (the MMA's B operand, read along K = i).
+  std::array<std::array<std::uint64_t, 16>, 16> column{};
+  for (int j = 0; j < 16; ++j)
+    for (int i = 0; i < 16; ++i) column[j][i] = k_rht_signs[i] * hadamard16(i, j) > 0 ? plus_quarter : minus_quarter;
+  Tensor y = x;
+  std::array<std::uint64_t, 16> a{};
+  const Policy to_bf16{.rounding = Rounding::rne, .overflow = Overflow::nosat};
+  for (int r = 0; r < x.rows; ++r)
+    for (int c0 = 0; c0 + 16 <= x.cols; c0 += 16) {
+      for (int i = 0; i < 16; ++i) {
+        const std::size_t at = static_cast<std::size_t>(r) * x.cols + c0 + i;
+        const std::uint32_t bits = std::bit_cast<std::uint32_t>(x.data[at]);
+        // TE's transform reads bf16 tensors only: a bf16 value is an f32 whose low 16 bits are zero.
+        if ((bits & 0xFFFFu) != 0)
+          throw std::invalid_argument("the te-bf16 Hadamard transform reads bf16 values; element " +
+                                      std::to_string(at) + " (row " + std::to_string(r) + ", column " +
+                                      std::to_string(c0 + i) + ") is not one");
+        a[i] = bits >> 16;
+      }
+      for (int j = 0; j < 16; ++j) {
+        const std::uint32_t acc = gemm::model_step(*model, formats::bf16, a, formats::bf16, column[j], 0u);
+        const std::uint64_t rounded = convert(formats::f32, acc, formats::bf16, to_bf16).code;
+        y.data[static_cast<std::size_t>(r) * x.cols + c0 + j] =
+            std::bit_cast<float>(static_cast<std::uint32_t>(rounded << 16));
+      }
+    }
+  return y;
+}
+
+Tensor hadamard_transform(const Tensor& x, Hadamard h) {
+  switch (h) {
+    case Hadamard::none: return x;
+    case Hadamard::exact: return hadamard_rows(x);
+    case Hadamard::te_bf16: return hadamard_rows_te_bf16(x);
+  }
+  return x;
 }
 
 namespace {
@@ -948,8 +1004,9 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
   // torchao's to_mx neither: its NaN and Inf blocks and its RCEIL fallback are its definition's alone.
   if (o.variant == Variant::torchao && scheme_row(o.scheme).family == Family::mx) return quantize_reference(xin, o, rbits, state);
   Tensor transformed;
-  if (o.hadamard) transformed = hadamard_rows(xin);
-  const Tensor& x = o.hadamard ? transformed : xin;
+  const bool transforms = o.hadamard != Hadamard::none;
+  if (transforms) transformed = hadamard_transform(xin, o.hadamard);
+  const Tensor& x = transforms ? transformed : xin;
   Quantized q;
   q.scheme = o.scheme;
   q.element = o.element;

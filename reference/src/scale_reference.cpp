@@ -481,7 +481,7 @@ Quantized quantize_reference(const Tensor& xin, const Options& oin, const std::v
   require_resolved(o);
   if (is_stochastic(o.element_policy.rounding) && (!rbits || rbits->size() != xin.data.size()))
     throw std::invalid_argument("stochastic rounding needs one random value per element");
-  const Tensor x = o.hadamard ? hadamard_rows(xin) : xin;
+  const Tensor x = hadamard_transform(xin, o.hadamard);
   Quantized q;
   q.scheme = o.scheme;
   q.element = o.element;

@@ -152,9 +152,9 @@ class Resolver {
     if (r_.variant && !row_.variants.contains(*r_.variant))
       return refuse(Option::variant,
                     std::string(name(*r_.variant)) + " does not apply to the " + name(r_.scheme) + " scheme");
-    if (r_.hadamard) {
-      if (!takes(Option::hadamard)) return not_taken(Option::hadamard, "hadamard");
-      o_.hadamard = true;
+    if (r_.hadamard != Hadamard::none) {
+      if (!takes(Option::hadamard)) return not_taken(Option::hadamard, name(r_.hadamard));
+      o_.hadamard = r_.hadamard;
     }
     if (auto f = choice(Option::compute, r_.compute, o_.compute)) return f;
     if (r_.tensor_amax) {
@@ -167,7 +167,7 @@ class Resolver {
   // What the chosen variant's row excludes.
   std::optional<Refusal> variant_rules() const {
     const VariantRow& v = variant_row(o_.variant);
-    if (o_.hadamard && !v.takes_hadamard)
+    if (o_.hadamard != Hadamard::none && !v.takes_hadamard)
       return refuse(Option::variant, std::string(name(o_.variant)) + " is not combined with the Hadamard transform");
     if (is_stochastic(o_.element_policy.rounding) && !v.takes_stochastic_rounding)
       return refuse(Option::variant, std::string(name(o_.variant)) + " is not combined with stochastic rounding");

@@ -750,7 +750,9 @@ void add_quantize(CLI::App& app) {
   q->add_option("--sr-seed", o->sr_seed, "Draw the random bits from Philox4x32-10 with this seed")
       ->check(whole_number(0, std::numeric_limits<long long>::max()));
   q->add_option("--sr-bits-file", o->sr_bits_file, "One 0x hex random value per element");
-  q->add_flag("--hadamard", o->hadamard, "NVFP4: apply the 16x16 random Hadamard transform first");
+  q->add_flag("--hadamard{exact}", o->hadamard_text,
+              "NVFP4: apply the 16x16 random Hadamard transform first: --hadamard (or =exact) sums exactly into f32, "
+              "--hadamard=te-bf16 is Transformer Engine's bf16 tensor-core product rounded to bf16 (bf16 inputs)");
   q->add_option("--state", o->state, "Delayed scaling: read and write the amax history (JSON)");
   q->add_option("--amax-nan", o->amax_nan, "ignore (fmaxf, default) or propagate");
   q->add_option("--shape", o->shape, "R,C for a 2-D tensor (default: 1-D)");
@@ -773,7 +775,17 @@ void add_quantize(CLI::App& app) {
   q->add_option("--tensor", o->tensors,
                 "Checkpoint mode: a tensor to quantize (repeatable; default every float "
                 "tensor of rank 2 or more)");
-  q->callback([o] { guarded([&] { run_quantize(*o); }); });
+  q->callback([o] {
+    guarded([&] {
+      if (!o->hadamard_text.empty()) {
+        const auto h = parse<scale::Hadamard>(o->hadamard_text);
+        if (!h || *h == scale::Hadamard::none)
+          throw InputError("--hadamard: '" + o->hadamard_text + "' is not exact or te-bf16");
+        o->hadamard = *h;
+      }
+      run_quantize(*o);
+    });
+  });
 
   auto d = std::make_shared<DequantizeOptions>();
   auto* dq = app.add_subcommand(

@@ -33,6 +33,7 @@ struct QuantizeOptions : Recipe {
   std::string direction = "row", sr_bits_file, state, in, out, shape, in_format, scale_layout = "row-major";
   int axis = -1;
   long long sr_seed = -1;
+  std::string hadamard_text;  // --hadamard[=exact|te-bf16], read into Recipe::hadamard
   bool pack = false;
   std::vector<std::string> tensors;  // checkpoint mode: the tensors to quantize (empty: every float tensor)
 };

@@ -21,7 +21,9 @@ struct Recipe {
   std::string compute;  // f32, bf16, f16: the compressed-tensors variant's precision
   int block = 0;       // elements along a row
   int block_rows = 0;  // rows of a 2-D block (a recipe's "RxN")
-  bool hadamard = false;
+  // The random Hadamard transform: the key "hadamard" is "false" (none), "true" (exact, as files written before
+  // the te-bf16 arithmetic record it), "exact" or "te-bf16".
+  scale::Hadamard hadamard = scale::Hadamard::none;
   int sr_bits = 0;  // random bits per element of a stochastic rounding
 };
 

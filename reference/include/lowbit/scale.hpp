@@ -456,6 +456,22 @@ constexpr const VariantRow& variant_row(Variant v) {
   return variant_rows[0];
 }
 
+// The random Hadamard transform an NVFP4 quantization may run first (docs/semantics.md §4.6): y = x diag(s) H / 4
+// on each whole 16-element row group, H the 16x16 Sylvester Hadamard matrix, s TE's fixed sign vector.  Two
+// arithmetics of the same transform:
+//  * exact: the sum of sixteen ±x/4 formed exactly (f64) and rounded once to f32, on any f32 input;
+//  * te-bf16: Transformer Engine's kernel — bf16 inputs times the matrix stored in bf16 (±0.25, exact) as one
+//    tensor-core MMA of K = 16 from a +0 accumulator (f32), each result rounded to nearest-even bf16 before the
+//    amax and the quantization (TE hadamard_transform_utils.cuh, see hadamard_rows_te_bf16).
+enum class Hadamard : std::uint8_t { none, exact, te_bf16 };
+inline constexpr Named<Hadamard> hadamard_names[] = {
+    {Hadamard::none, "none", "no transform"},
+    {Hadamard::exact, "exact", "the exact sum of sixteen terms, rounded once to f32 (any f32 input)"},
+    {Hadamard::te_bf16, "te-bf16",
+     "Transformer Engine's: bf16 inputs, a bf16 tensor-core product (hopper-bf16 model) rounded to bf16"},
+};
+constexpr const auto& names_of(Hadamard) { return hadamard_names; }
+
 // ---- requests and options -------------------------------------------------------------------------------
 
 // What quantize() runs: every option resolved (resolve() or normalize() fills the scheme's defaults).
@@ -471,7 +487,7 @@ struct Options {
   float eps = 0.0f;
   ZeroScale zero_scale = ZeroScale::kernel;
   Variant variant = Variant::standard;
-  bool hadamard = false;
+  Hadamard hadamard = Hadamard::none;
   Compute compute = Compute::f32;
   // NVFP4: the amax the tensor scale comes from, where a runtime shares one tensor scale across fused
   // projections (q/k/v, gate/up: the largest of their amaxes); nullopt: this tensor's own amax.
@@ -501,7 +517,7 @@ struct Request {
   std::optional<float> eps;
   std::optional<ZeroScale> zero_scale;
   std::optional<Variant> variant;
-  bool hadamard = false;
+  Hadamard hadamard = Hadamard::none;
   std::optional<Compute> compute;
   std::optional<float> tensor_amax;  // NVFP4 (Options::tensor_amax)
   Policy element_policy{.rounding = Rounding::rne, .overflow = Overflow::satfinite};
@@ -576,8 +592,14 @@ Tensor transpose(const Tensor& x);
 
 // y = x diag(s) H / 4 on each whole 16-element group of each row (TE's sign vector s, the 16x16
 // Sylvester Hadamard matrix H); a row's last partial group is left as it is.  Each output is the sum of
-// sixteen ±x_i formed exactly in f64 and rounded once to f32.
+// sixteen ±x_i formed exactly in f64 and rounded once to f32 (Hadamard::exact).
 Tensor hadamard_rows(const Tensor& x);
+// The same transform as Transformer Engine computes it (Hadamard::te_bf16): each group's sixteen outputs are one
+// MMA of the bf16 inputs with the bf16 matrix (gemm::model_step of the hopper-bf16 model, C = +0), each rounded
+// to nearest-even bf16.  Throws std::invalid_argument naming the element for an input that is not a bf16 value.
+Tensor hadamard_rows_te_bf16(const Tensor& x);
+// The transform `h` names (Hadamard::none: x itself).
+Tensor hadamard_transform(const Tensor& x, Hadamard h);
 
 // The dequantized value of each element: code * scale (* tensor scale), exact in f64 for every scheme
 // here (the significands multiply to at most 35 bits).
