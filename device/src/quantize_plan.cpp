@@ -32,9 +32,12 @@ Plan make_plan(int rows, int cols, const scale::Options& options, ElementPath pa
   scale::Options o = options;
   if (const std::string e = scale::normalize(o); !e.empty()) throw std::invalid_argument(e);
   if (rows <= 0 || cols <= 0) throw std::invalid_argument("--shape: the device quantizers need rows > 0 and cols > 0");
-  if (o.hadamard) throw std::invalid_argument("--hadamard: not implemented by the device quantizers");
-  if (o.variant == scale::Variant::four_over_six || o.variant == scale::Variant::four_over_six_mse)
-    throw std::invalid_argument("--variant 4over6: not implemented by the device quantizers");
+  if (o.hadamard != scale::Hadamard::none)
+    throw std::invalid_argument("--hadamard: not implemented by the device quantizers");
+  // TE's kernel and its fast-math multiplier; not 4over6 or the libraries' and exporters' arithmetic.
+  if (o.variant != scale::Variant::standard && o.variant != scale::Variant::fast_math)
+    throw std::invalid_argument(std::string("--variant ") + std::string(name(o.variant)) +
+                                ": not implemented by the device quantizers");
   if (o.scheme == Scheme::nvfp4_1level)
     throw std::invalid_argument("--scheme nvfp4-1level: not implemented by the device quantizers");
   const Format& el = *o.element;

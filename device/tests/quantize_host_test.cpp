@@ -127,11 +127,13 @@ TEST(QuantizePlan, AmaxLimit) {
 
 TEST(QuantizePlan, RejectsWithTheOptionNamed) {
   scale::Options h = opts(scale::Scheme::nvfp4);
-  h.hadamard = true;
+  h.hadamard = scale::Hadamard::exact;
   EXPECT_NE(message(16, 16, h).find("--hadamard"), std::string::npos);
   scale::Options v = opts(scale::Scheme::nvfp4);
   v.variant = scale::Variant::four_over_six;
   EXPECT_NE(message(16, 16, v).find("--variant 4over6"), std::string::npos);
+  v.variant = scale::Variant::torchao;  // the libraries' arithmetic is the CPU's alone
+  EXPECT_NE(message(16, 16, v).find("--variant torchao"), std::string::npos);
   EXPECT_NE(message(16, 16, opts(scale::Scheme::nvfp4_1level)).find("nvfp4-1level"), std::string::npos);
   EXPECT_NE(message(0, 16, opts(scale::Scheme::tensor)).find("--shape"), std::string::npos);
   // The reference's own checks come first (normalize).

@@ -508,7 +508,7 @@ TEST(DeviceQuantize, RowAmaxDiagnostic) {
 TEST(DeviceQuantize, RejectsWhatTheDevicePathLacks) {
   LOWBIT_REQUIRE_GPU(89);
   scale::Options o = opts(scale::Scheme::nvfp4);
-  o.hadamard = true;
+  o.hadamard = scale::Hadamard::exact;
   EXPECT_THROW(quant::make_plan(16, 16, o), std::invalid_argument);
 }
 
