@@ -163,13 +163,13 @@ std::vector<S::Options> option_grid(S::Scheme scheme) {
                 if (eps != 0.0f && (!takes(S::Option::eps) || sf == S::ScaleFormat::ue8m0_packed)) continue;
                 for (S::Variant v : all<S::Variant>()) {
                   if (!row.variants.contains(v) || (v != S::Variant::standard && !takes(S::Option::variant))) continue;
-                  // compressed-tensors' arithmetic has no eps, pow2 or packed scales, NaN amax or zero-scale choice.
-                  if (S::variant_row(v).order == S::Order::compressed_tensors &&
+                  // The exporters' arithmetic has no eps, pow2 or packed scales, NaN amax or zero-scale choice.
+                  if (S::variant_row(v).exporter &&
                       (eps != 0.0f || sf != S::ScaleFormat::f32 || prop))
                     continue;
                   for (S::ZeroScale z : all<S::ZeroScale>()) {
                     if (!takes(S::Option::zero_scale) && z != S::ZeroScale::kernel) continue;
-                    if (S::variant_row(v).order == S::Order::compressed_tensors && z != S::ZeroScale::kernel) continue;
+                    if (S::variant_row(v).exporter && z != S::ZeroScale::kernel) continue;
                     for (bool had : {false, true}) {
                       if (had && (!takes(S::Option::hadamard) || !S::variant_row(v).takes_hadamard)) continue;
                       o.element = el;
