@@ -188,8 +188,6 @@ class Resolver {
     }
     if (v.order == Order::modelopt && row_.family == Family::nvfp4 && o_.compute != Compute::f32)
       return refuse(Option::compute, "ModelOpt's NVFP4 computes in f32 whatever the weight's dtype");
-    if (v.order == Order::modelopt && row_.family == Family::current && o_.scheme != Scheme::tensor)
-      return refuse(Option::variant, "ModelOpt's FP8 export (quant_algo FP8) is per-tensor");
     return std::nullopt;
   }
 

@@ -258,8 +258,10 @@ inline constexpr EnumSet<Option> current_options{Option::element, Option::scale_
                                                  Option::eps,     Option::variant,      Option::compute};
 inline constexpr EnumSet<Option> nvfp4_options{Option::element, Option::block,    Option::amax_nan, Option::zero_scale,
                                                Option::variant, Option::hadamard, Option::compute};
-// The FP8 rows' variants: TE's arithmetic and the exporters' (compressed-tensors, ModelOpt).
-inline constexpr EnumSet<Variant> current_variants{Variant::standard, Variant::compressed_tensors, Variant::modelopt};
+// The FP8 rows' variants: TE's arithmetic and compressed-tensors'; the per-tensor row also ModelOpt's (its FP8
+// export is per-tensor).
+inline constexpr EnumSet<Variant> current_variants{Variant::standard, Variant::compressed_tensors};
+inline constexpr EnumSet<Variant> tensor_variants{Variant::standard, Variant::compressed_tensors, Variant::modelopt};
 }  // namespace detail
 
 inline constexpr SchemeRow scheme_rows[] = {
@@ -274,7 +276,7 @@ inline constexpr SchemeRow scheme_rows[] = {
      .scale_element = nullptr,
      .passes = Passes::two,
      .takes = detail::current_options,
-     .variants = detail::current_variants,
+     .variants = detail::tensor_variants,
      .source = "TE compute_scale_from_amax (recipe_common.cuh), Float8CurrentScaling"},
     {.scheme = Scheme::delayed,
      .family = Family::delayed,
