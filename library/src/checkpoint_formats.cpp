@@ -387,7 +387,8 @@ class CtVerifier {
  private:
   // The fused projections m belongs with (those with a global scale), m among them; empty when none.
   std::vector<std::string> fused_group(const std::string& m) const {
-    return detail::fused_group(m, o_.fused, [&](const std::string& p) { return q_.contains(p + ".weight_global_scale"); });
+    return detail::fused_group(m, o_.fused,
+                               [&](const std::string& p) { return q_.contains(p + ".weight_global_scale"); });
   }
 
   float source_amax(const std::string& m) {
@@ -598,10 +599,12 @@ CheckpointReport verify_checkpoint(const std::string& source, const std::string&
   CheckpointReport rep;
   std::error_code ec;
   if (fs::is_directory(quantized, ec)) {
-    if (fs::exists(fs::path(quantized) / "hf_quant_config.json", ec)) return verify_modelopt(source, quantized, options);
+    if (fs::exists(fs::path(quantized) / "hf_quant_config.json", ec))
+      return verify_modelopt(source, quantized, options);
     const std::string config = (fs::path(quantized) / "config.json").string();
     if (!fs::exists(config, ec))
-      throw io::FileError(quantized, "directory", "holds neither config.json nor hf_quant_config.json: not an exporter's checkpoint");
+      throw io::FileError(quantized, "directory",
+                          "holds neither config.json nor hf_quant_config.json: not an exporter's checkpoint");
     const CtConfig c = ct_config(quantized);
     const TensorSet q = read_tensor_set(quantized);
     const TensorSet src = read_tensor_set(source);

@@ -123,11 +123,11 @@ class MoVerifier {
     }
     std::vector<std::string> todo;
     for (const std::string& m : modules)
-      if (std::none_of(c_.exclude.begin(), c_.exclude.end(),
-                       [&](const std::string& p) { return glob_matches(p, m); }))
+      if (std::none_of(c_.exclude.begin(), c_.exclude.end(), [&](const std::string& p) { return glob_matches(p, m); }))
         todo.push_back(m);
     if (todo.empty())
-      throw io::FileError(q_.path, "tensors", "no weight_scale, weight_scale_2 or F8_E4M3 weight: nothing is quantized");
+      throw io::FileError(q_.path, "tensors",
+                          "no weight_scale, weight_scale_2 or F8_E4M3 weight: nothing is quantized");
     for (const std::string& m : todo) verify_module(m);
     if (c_.algo == Algo::nvfp4) check_fused(todo);
   }
@@ -155,8 +155,8 @@ class MoVerifier {
     const io::Tensor& t = q_.at(key);
     const auto v = one_f32(t);
     if (!v) {
-      problem(key + ": " + std::string(io::dtype_name(t.dtype)) + " " + shape_text(t.shape) +
-              ", not one F32 value (" + what + ")");
+      problem(key + ": " + std::string(io::dtype_name(t.dtype)) + " " + shape_text(t.shape) + ", not one F32 value (" +
+              what + ")");
       return std::nullopt;
     }
     const float f = std::bit_cast<float>(*v);

@@ -312,7 +312,8 @@ void Reference::nvfp4() {
   const float global = o_.tensor_amax ? *o_.tensor_amax : amax(0, rows(), 0, cols(), AmaxOf::elements);
   const bool torchao = v.order == Order::torchao;
   // torchao: S_dec = amax / 2688 itself (S_enc only names its reciprocal for the step-6 signature).
-  const float s_dec = torchao ? rules::torchao_tensor_dec(global) : 1.0f / rules::nvfp4_s_enc(global, v.scale_max, elem_max());
+  const float s_dec =
+      torchao ? rules::torchao_tensor_dec(global) : 1.0f / rules::nvfp4_s_enc(global, v.scale_max, elem_max());
   const float s_enc = torchao ? 1.0f / s_dec : rules::nvfp4_s_enc(global, v.scale_max, elem_max());
   q_.tensor_scale = bits_of(s_dec);
   q_.scale_format = &formats::e4m3;

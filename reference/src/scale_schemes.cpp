@@ -172,9 +172,8 @@ class Resolver {
     if (is_stochastic(o_.element_policy.rounding) && !v.takes_stochastic_rounding)
       return refuse(Option::variant, std::string(name(o_.variant)) + " is not combined with stochastic rounding");
     if (v.order == Order::te && o_.compute != Compute::f32)
-      return refuse(Option::compute, std::string(name(o_.compute)) +
-                                         " applies to the exporters' variants only (" + name(o_.variant) +
-                                         " computes in f32)");
+      return refuse(Option::compute, std::string(name(o_.compute)) + " applies to the exporters' variants only (" +
+                                         name(o_.variant) + " computes in f32)");
     if (v.exporter) {
       // The exporters have none of these: compressed-tensors' scale is amax / max in the weight's dtype, an
       // all-zero block's scale that dtype's eps (0.125 for an e4m3 scale); ModelOpt's amax / max in f32, an

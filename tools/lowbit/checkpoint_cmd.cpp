@@ -178,9 +178,10 @@ void add_verify_checkpoint(CLI::App& app) {
                 "The unquantized weights (F32, BF16, F16): a safetensors file, or a directory with model.safetensors "
                 "or model.safetensors.index.json")
       ->required();
-  v->add_option("--quantized", o->quantized,
-                "lowbit's B.safetensors (W.data, W.block_scales, W.tensor_scale, metadata), or an exporter's "
-                "checkpoint directory (compressed-tensors: config.json and its safetensors; ModelOpt: hf_quant_config.json)")
+  v->add_option(
+       "--quantized", o->quantized,
+       "lowbit's B.safetensors (W.data, W.block_scales, W.tensor_scale, metadata), or an exporter's "
+       "checkpoint directory (compressed-tensors: config.json and its safetensors; ModelOpt: hf_quant_config.json)")
       ->required();
   v->add_option("--fused", o->fused,
                 "Projections sharing one NVFP4 global scale (weight_global_scale, ModelOpt's weight_scale_2), "

@@ -382,7 +382,8 @@ inline constexpr SchemeRow scheme_rows[] = {
      .passes = Passes::one,
      .takes = {Option::element, Option::block, Option::amax_nan, Option::hadamard},
      .variants = {Variant::standard},
-     .source = "torchao 0.18 nvfp4_quantize single-level (scale = fp32(block amax / 6) in [2^-6, 448], x * fp32(1 / scale))"},
+     .source =
+         "torchao 0.18 nvfp4_quantize single-level (scale = fp32(block amax / 6) in [2^-6, 448], x * fp32(1 / scale))"},
 };
 
 // The row of a scheme.
@@ -406,8 +407,8 @@ enum class Multiplier : std::uint8_t {
 // Whose order of operations a variant follows: how the tensor's decode scale, each block's scale and the
 // elements are formed.
 enum class Order : std::uint8_t {
-  te,                 // TE: S_enc = scale_max * 6 / amax, S_dec = fp32(1 / S_enc); block scale fminf(amax * fp32(S_enc / 6))
-  torchao,            // torchao: S_dec = fp32(amax / (448 * 6)); block scale clamp(fp32(fp32(amax / 6) / S_dec), 2^-6, 448)
+  te,       // TE: S_enc = scale_max * 6 / amax, S_dec = fp32(1 / S_enc); block scale fminf(amax * fp32(S_enc / 6))
+  torchao,  // torchao: S_dec = fp32(amax / (448 * 6)); block scale clamp(fp32(fp32(amax / 6) / S_dec), 2^-6, 448)
   compressed_tensors,  // compressed-tensors: its global scale, block scale and x / (scale / global), see quantize
   modelopt             // ModelOpt: S_dec = fp32(amax / 2688); block scale fp32(amax / fp32(6 * S_dec)) in [2^-9, 448]
 };
