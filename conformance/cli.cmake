@@ -14,6 +14,7 @@ set(_lowbit_py_tests
   cli_checkpoint  cli/test_checkpoint_cli.py
   cli_npy_sources  cli/test_npy_sources.py
   checkpoint_compressed_tensors  checkpoint/test_ct_checkpoints.py
+  checkpoint_modelopt  checkpoint/test_modelopt_checkpoints.py
   cli_result_path  cli/test_result_path.py
   peer_ml_dtypes  peers/test_mldtypes.py
   peer_gfloat  peers/test_gfloat.py

@@ -163,8 +163,8 @@ std::vector<S::Options> option_grid(S::Scheme scheme) {
                 if (eps != 0.0f && (!takes(S::Option::eps) || sf == S::ScaleFormat::ue8m0_packed)) continue;
                 for (S::Variant v : all<S::Variant>()) {
                   if (!row.variants.contains(v) || (v != S::Variant::standard && !takes(S::Option::variant))) continue;
-                  // compressed-tensors' arithmetic has no eps, pow2 or packed scales, NaN amax or zero-scale choice.
-                  if (S::variant_row(v).order == S::Order::compressed_tensors &&
+                  // The exporters' arithmetic has no eps, pow2 or packed scales, NaN amax or zero-scale choice.
+                  if (S::variant_row(v).exporter &&
                       (eps != 0.0f || sf != S::ScaleFormat::f32 || prop))
                     continue;
                   // torchao's to_mx has its own NaN and Inf rule and amax, its four modes, its five elements.
@@ -174,7 +174,7 @@ std::vector<S::Options> option_grid(S::Scheme scheme) {
                     continue;
                   for (S::ZeroScale z : all<S::ZeroScale>()) {
                     if (!takes(S::Option::zero_scale) && z != S::ZeroScale::kernel) continue;
-                    if (S::variant_row(v).order == S::Order::compressed_tensors && z != S::ZeroScale::kernel) continue;
+                    if (S::variant_row(v).exporter && z != S::ZeroScale::kernel) continue;
                     // The te-bf16 transform reads bf16 inputs only; test_hadamard.cpp covers it.
                     for (S::Hadamard had : {S::Hadamard::none, S::Hadamard::exact}) {
                       if (had != S::Hadamard::none &&

@@ -17,12 +17,14 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 
+#include "checkpoint_internal.hpp"
 #include "lowbit/checkpoint.hpp"
 #include "lowbit/error.hpp"
 #include "lowbit/names.hpp"
@@ -32,10 +34,11 @@
 
 namespace lowbit::checkpoint {
 
-namespace {
-
 namespace S = scale;
 namespace fs = std::filesystem;
+
+namespace detail {
+
 using json = nlohmann::json;
 
 // Configs and indexes are small; anything larger is not one.
@@ -59,7 +62,9 @@ io::FileError key_error(const std::string& path, const std::string& key, const s
   return io::FileError(path, "key \"" + key + "\"", why);
 }
 
-}  // namespace
+}  // namespace detail
+
+using namespace detail;
 
 const io::Tensor* TensorSet::find(const std::string& key) const {
   const auto it = where.find(key);
@@ -244,9 +249,12 @@ CtConfig ct_config(const std::string& dir) {
   const json& q = j["quantization_config"];
   if (!q.contains("quant_method")) throw key_error(c.path, "quantization_config.quant_method", "missing");
   const std::string method = text_of(q["quant_method"], c.path, "quantization_config.quant_method");
+  if (method == "modelopt")
+    throw key_error(c.path, "quantization_config.quant_method",
+                    "'modelopt', but the directory has no hf_quant_config.json (ModelOpt's export writes both)");
   if (method != "compressed-tensors")
     throw key_error(c.path, "quantization_config.quant_method",
-                    "'" + echo_text(method, 40) + "': only compressed-tensors checkpoints are read so far");
+                    "'" + echo_text(method, 40) + "': compressed-tensors and ModelOpt checkpoints are read");
   if (!q.contains("config_groups") || !q["config_groups"].is_object() || q["config_groups"].empty())
     throw key_error(c.path, "quantization_config.config_groups", "missing or empty");
   for (const auto& [name, g] : q["config_groups"].items()) c.groups.push_back(ct_weights(c.path, name, g));
@@ -270,6 +278,10 @@ bool target_matches(const std::string& target, const std::string& module) {
     return true;
   return module == target || (module.size() > target.size() && module.ends_with("." + target));
 }
+
+}  // namespace
+
+namespace detail {
 
 std::string leaf_of(const std::string& m) {
   const auto dot = m.rfind('.');
@@ -308,6 +320,24 @@ bool near_inverse(float a, float b) {
 }
 
 std::string f32_text(std::uint32_t bits) { return hex(bits, 8) + " (" + value_text(formats::f32, bits) + ")"; }
+
+std::vector<std::string> fused_group(const std::string& m, const std::vector<std::vector<std::string>>& fused,
+                                     const std::function<bool(const std::string&)>& present) {
+  for (const auto& g : fused)
+    if (std::find(g.begin(), g.end(), leaf_of(m)) != g.end()) {
+      std::vector<std::string> out;
+      for (const std::string& leaf : g) {
+        const std::string peer = parent_of(m).empty() ? leaf : parent_of(m) + "." + leaf;
+        if (peer == m || present(peer)) out.push_back(peer);
+      }
+      return out.size() > 1 ? out : std::vector<std::string>{};
+    }
+  return {};
+}
+
+}  // namespace detail
+
+namespace {
 
 class CtVerifier {
  public:
@@ -355,18 +385,10 @@ class CtVerifier {
   }
 
  private:
-  // The fused projections m belongs with (those present), m among them; empty when none.
+  // The fused projections m belongs with (those with a global scale), m among them; empty when none.
   std::vector<std::string> fused_group(const std::string& m) const {
-    for (const auto& g : o_.fused)
-      if (std::find(g.begin(), g.end(), leaf_of(m)) != g.end()) {
-        std::vector<std::string> out;
-        for (const std::string& leaf : g) {
-          const std::string peer = parent_of(m).empty() ? leaf : parent_of(m) + "." + leaf;
-          if (q_.contains(peer + ".weight_global_scale") || peer == m) out.push_back(peer);
-        }
-        return out.size() > 1 ? out : std::vector<std::string>{};
-      }
-    return {};
+    return detail::fused_group(m, o_.fused,
+                               [&](const std::string& p) { return q_.contains(p + ".weight_global_scale"); });
   }
 
   float source_amax(const std::string& m) {
@@ -577,12 +599,12 @@ CheckpointReport verify_checkpoint(const std::string& source, const std::string&
   CheckpointReport rep;
   std::error_code ec;
   if (fs::is_directory(quantized, ec)) {
+    if (fs::exists(fs::path(quantized) / "hf_quant_config.json", ec))
+      return verify_modelopt(source, quantized, options);
     const std::string config = (fs::path(quantized) / "config.json").string();
-    if (!fs::exists(config, ec)) {
-      if (fs::exists(fs::path(quantized) / "hf_quant_config.json", ec))
-        throw io::FileError(quantized, "hf_quant_config.json", "ModelOpt checkpoints are not read yet");
-      throw io::FileError(quantized, "directory", "holds no config.json: not an exporter's checkpoint");
-    }
+    if (!fs::exists(config, ec))
+      throw io::FileError(quantized, "directory",
+                          "holds neither config.json nor hf_quant_config.json: not an exporter's checkpoint");
     const CtConfig c = ct_config(quantized);
     const TensorSet q = read_tensor_set(quantized);
     const TensorSet src = read_tensor_set(source);

@@ -998,9 +998,9 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
   require_resolved(o);
   if (is_stochastic(o.element_policy.rounding) && (!rbits || rbits->size() != xin.data.size()))
     throw std::invalid_argument("stochastic rounding needs one random value per element");
-  // The compressed-tensors variant has no streaming form: it checks exporters' checkpoints, one weight at a
-  // time, and its definition (scale_reference.cpp) is its only path.
-  if (variant_row(o.variant).order == Order::compressed_tensors) return quantize_reference(xin, o, rbits, state);
+  // The exporters' variants have no streaming form: they check exporters' checkpoints, one weight at a time,
+  // and their definition (scale_reference.cpp) is their only path.
+  if (variant_row(o.variant).exporter) return quantize_reference(xin, o, rbits, state);
   // torchao's to_mx neither: its NaN and Inf blocks and its RCEIL fallback are its definition's alone.
   if (o.variant == Variant::torchao && scheme_row(o.scheme).family == Family::mx) return quantize_reference(xin, o, rbits, state);
   Tensor transformed;

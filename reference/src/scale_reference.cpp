@@ -86,11 +86,13 @@ class Reference {
 
   void current();
   void current_compressed_tensors(int br, int bc);
+  void current_modelopt();
   void delayed(DelayedState& st);
   void mx();
   void mx_torchao();
   void nvfp4();
   void nvfp4_compressed_tensors(int br);
+  void nvfp4_modelopt(int br);
   void nvfp4_1level();
 
  private:
@@ -160,6 +162,7 @@ void Reference::current() {
   const int br = block_size(row.block_rows, rows(), o_.block_rows);
   const int bc = block_size(row.block_cols, cols(), o_.block);
   if (variant_row(o_.variant).order == Order::compressed_tensors) return current_compressed_tensors(br, bc);
+  if (variant_row(o_.variant).order == Order::modelopt) return current_modelopt();
   const bool packed = o_.scale_format == ScaleFormat::ue8m0_packed;
   q_.block_rows = br;
   q_.block_cols = bc;
@@ -210,6 +213,24 @@ void Reference::current_compressed_tensors(int br, int bc) {
           set(r, c, element(std::isnan(v) ? v : std::clamp(v, -fmax, fmax), r, c));
         }
     }
+}
+
+// ModelOpt 0.47.0's per-tensor FP8 export (modelopt/torch/export/unified_export_hf.py _export_quantized_weight,
+// the QUANTIZATION_FP8 branch; quant_utils.py to_quantized_weight): the decode scale
+// s = torch.tensor(amax.item() / 448), the f64 quotient rounded to f32, which is fp32(amax / 448) (a / 448 =
+// a / 7 * 2^-6 repeats with period 3 in binary, so it never lies within 2^-53 of an f32 midpoint); each element
+// (w / s).to(float8_e4m3fn): a bf16 weight divided by a 0-dim f32 tensor stays bf16, torch's CPU kernel divides
+// in f32 by the unrounded s and rounds the quotient to the weight's dtype (o_.compute), then e4m3 to nearest
+// even (a double rounding).  An all-zero tensor has s = 0 and every code 0 / 0, NaN, as torch gives.  Its
+// quotients stay within 448 (s is the tensor's own amax / 448), so torch's overflow to NaN never applies.
+void Reference::current_modelopt() {
+  q_.block_rows = std::max(rows(), 1);
+  q_.block_cols = std::max(cols(), 1);
+  q_.scale_format = &formats::f32;
+  const float s = amax(0, rows(), 0, cols(), AmaxOf::elements) / elem_max();
+  q_.scales.push_back(bits_of(s));
+  for (int r = 0; r < rows(); ++r)
+    for (int c = 0; c < cols(); ++c) set(r, c, element(in_compute(quotient(at(r, c), s), o_.compute), r, c));
 }
 
 // TE delayed scaling (delayed_scaling.cu): the elements take the state's scale s (fp32(x * s), decode scale
@@ -338,10 +359,12 @@ void Reference::nvfp4() {
   const VariantRow& v = variant_row(o_.variant);
   const int br = block_size(scheme_row(o_.scheme).block_rows, rows(), o_.block_rows);
   if (v.order == Order::compressed_tensors) return nvfp4_compressed_tensors(br);
+  if (v.order == Order::modelopt) return nvfp4_modelopt(br);
   const float global = o_.tensor_amax ? *o_.tensor_amax : amax(0, rows(), 0, cols(), AmaxOf::elements);
   const bool torchao = v.order == Order::torchao;
   // torchao: S_dec = amax / 2688 itself (S_enc only names its reciprocal for the step-6 signature).
-  const float s_dec = torchao ? rules::torchao_tensor_dec(global) : 1.0f / rules::nvfp4_s_enc(global, v.scale_max, elem_max());
+  const float s_dec =
+      torchao ? rules::torchao_tensor_dec(global) : 1.0f / rules::nvfp4_s_enc(global, v.scale_max, elem_max());
   const float s_enc = torchao ? 1.0f / s_dec : rules::nvfp4_s_enc(global, v.scale_max, elem_max());
   q_.tensor_scale = bits_of(s_dec);
   q_.scale_format = &formats::e4m3;
@@ -398,6 +421,42 @@ void Reference::nvfp4_compressed_tensors(int br) {
         for (int cc = c0; cc < c1; ++cc) {
           const float v = quotient(at(r, cc), effective);
           set(r, cc, element(std::isnan(v) ? v : std::clamp(v, -fmax, fmax), r, cc));
+        }
+    }
+}
+
+// ModelOpt 0.47.0's NVFP4 export (modelopt/torch/quantization/qtensor/nvfp4_tensor.py, NVFP4QTensor
+// get_weights_scaling_factor_2, get_weights_scaling_factor, _cast_per_block_scale_to_fp8, quantize, _cast_fp4),
+// every step an f32 torch operation whatever the weight's dtype (the weight's bf16 values are exact in f32):
+//   tensor   S_dec = fp32(amax / 2688) (amax.float() / (6.0 * 448.0)), stored as weight_scale_2, the decode
+//            scale; amax the largest of the fused projections' where o_.tensor_amax gives it (quant_utils.py
+//            preprocess_linear_fusion, for every format but FP8).
+//   block    fp32(block amax / fp32(6 * S_dec)), a zero replaced by 1.0, clamped to [2^-9, 448], to e4m3 to
+//            nearest even: an all-zero block's scale is 1.0 (code 0x38) where TE's is 0.
+//   element  fp32(x / fp32(scale * S_dec)), then _cast_fp4: torch.searchsorted on the e2m1 midpoints with the
+//            odd midpoints (0.75, 1.75, 3.5) rounded up, which is round-to-nearest-even; values past 5
+//            saturate to 6; the sign is (x < 0), so -0.0 gives +0 (code 0) where lowbit's e2m1 keeps -0.
+//   packing  even column in the low nibble ((q[..., 1::2] << 4) | q[..., 0::2]), as lowbit's fp4x2.
+void Reference::nvfp4_modelopt(int br) {
+  q_.scale_format = &formats::e4m3;
+  q_.block_rows = br;
+  q_.block_cols = 16;
+  const float a = o_.tensor_amax ? *o_.tensor_amax : amax(0, rows(), 0, cols(), AmaxOf::elements);
+  const float s_dec = a / 2688.0f;
+  q_.tensor_scale = bits_of(s_dec);
+  const float six_dec = 6.0f * s_dec;
+  for (int r0 = 0; r0 < rows(); r0 += br)
+    for (int c0 = 0; c0 < cols(); c0 += 16) {
+      const int r1 = std::min(rows(), r0 + br), c1 = std::min(cols(), c0 + 16);
+      float s = amax(r0, r1, c0, c1, AmaxOf::elements) / six_dec;
+      if (s == 0.0f) s = 1.0f;
+      const std::uint64_t sc = to_e4m3(std::isnan(s) ? s : std::clamp(s, 0x1p-9f, 448.0f));
+      q_.scales.push_back(sc);
+      const float effective = value_of(formats::e4m3, sc) * s_dec;
+      for (int r = r0; r < r1; ++r)
+        for (int cc = c0; cc < c1; ++cc) {
+          const float v = quotient(at(r, cc), effective);
+          set(r, cc, v == 0.0f ? std::uint8_t{0} : element(v, r, cc));
         }
     }
 }

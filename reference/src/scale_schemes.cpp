@@ -181,20 +181,22 @@ class Resolver {
         return refuse(Option::element, "torchao's MX elements are e4m3, e5m2, e2m3, e3m2 and e2m1");
       if (is_stochastic(o_.element_policy.rounding)) return refuse(Option::variant, "torchao's to_mx rounds to nearest");
     }
-    if (v.order != Order::compressed_tensors && o_.compute != Compute::f32)
-      return refuse(Option::compute, std::string(name(o_.compute)) +
-                                         " applies to the compressed-tensors variant only (" + name(o_.variant) +
-                                         " computes in f32)");
-    if (v.order == Order::compressed_tensors) {
-      // compressed-tensors has none of these: its scale is amax / max in the weight's dtype, an all-zero
-      // block's scale that dtype's eps (0.125 for an e4m3 scale).
-      if (o_.eps != 0.0f) return refuse(Option::eps, "the compressed-tensors variant takes no eps");
-      if (o_.scale_format != ScaleFormat::f32)
-        return refuse(Option::scale_format, "the compressed-tensors variant keeps f32 scales");
+    if (!v.exporter && o_.compute != Compute::f32)
+      return refuse(Option::compute, std::string(name(o_.compute)) + " applies to the exporters' variants only (" +
+                                         name(o_.variant) + " computes in f32)");
+    if (v.exporter) {
+      // The exporters have none of these: compressed-tensors' scale is amax / max in the weight's dtype, an
+      // all-zero block's scale that dtype's eps (0.125 for an e4m3 scale); ModelOpt's amax / max in f32, an
+      // all-zero NVFP4 block's scale 1.
+      const std::string variant = std::string("the ") + name(o_.variant) + " variant";
+      if (o_.eps != 0.0f) return refuse(Option::eps, variant + " takes no eps");
+      if (o_.scale_format != ScaleFormat::f32) return refuse(Option::scale_format, variant + " keeps f32 scales");
       if (o_.zero_scale != ZeroScale::kernel)
-        return refuse(Option::zero_scale, "the compressed-tensors variant's zero block scale is 0.125");
-      if (o_.amax_propagates_nan) return refuse(Option::amax_nan, "the compressed-tensors variant takes no amax-nan");
+        return refuse(Option::zero_scale, variant + " has its own zero block scale");
+      if (o_.amax_propagates_nan) return refuse(Option::amax_nan, variant + " takes no amax-nan");
     }
+    if (v.order == Order::modelopt && row_.family == Family::nvfp4 && o_.compute != Compute::f32)
+      return refuse(Option::compute, "ModelOpt's NVFP4 computes in f32 whatever the weight's dtype");
     return std::nullopt;
   }
 

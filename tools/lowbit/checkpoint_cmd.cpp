@@ -178,12 +178,14 @@ void add_verify_checkpoint(CLI::App& app) {
                 "The unquantized weights (F32, BF16, F16): a safetensors file, or a directory with model.safetensors "
                 "or model.safetensors.index.json")
       ->required();
-  v->add_option("--quantized", o->quantized,
-                "lowbit's B.safetensors (W.data, W.block_scales, W.tensor_scale, metadata), or an exporter's "
-                "checkpoint directory (compressed-tensors: config.json and its safetensors)")
+  v->add_option(
+       "--quantized", o->quantized,
+       "lowbit's B.safetensors (W.data, W.block_scales, W.tensor_scale, metadata), or an exporter's "
+       "checkpoint directory (compressed-tensors: config.json and its safetensors; ModelOpt: hf_quant_config.json)")
       ->required();
   v->add_option("--fused", o->fused,
-                "Projections sharing one NVFP4 global scale, comma-separated module names, repeatable "
+                "Projections sharing one NVFP4 global scale (weight_global_scale, ModelOpt's weight_scale_2), "
+                "comma-separated module names, repeatable "
                 "(default q_proj,k_proj,v_proj and gate_proj,up_proj; none: no fused groups)");
   v->add_option("--max-report", o->max_report, "List at most N differing blocks (default: all)")
       ->check(whole_number(0, std::numeric_limits<int>::max()));

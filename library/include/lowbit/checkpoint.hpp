@@ -47,11 +47,13 @@ TensorReport verify_tensor(const io::Safetensors& source, const io::Safetensors&
 // The layouts verify_checkpoint reads.  lowbit: one safetensors file with W.data / W.block_scales /
 // W.tensor_scale and W.quantization_format metadata.  compressed_tensors: a directory with config.json's
 // quantization_config (quant_method "compressed-tensors", version 0.20), as vLLM and LLM Compressor load
-// and write it.
-enum class CheckpointFormat : std::uint8_t { lowbit, compressed_tensors };
+// and write it.  modelopt: a directory with hf_quant_config.json (quant_algo FP8 or NVFP4), as NVIDIA ModelOpt
+// 0.47.0's export_hf_checkpoint writes it for TensorRT-LLM.
+enum class CheckpointFormat : std::uint8_t { lowbit, compressed_tensors, modelopt };
 inline constexpr Named<CheckpointFormat> checkpoint_format_names[] = {
     {CheckpointFormat::lowbit, "lowbit", "W.data, W.block_scales, W.quantization_format"},
     {CheckpointFormat::compressed_tensors, "compressed-tensors", "config.json quantization_config (vLLM)"},
+    {CheckpointFormat::modelopt, "modelopt", "hf_quant_config.json (ModelOpt's export, TensorRT-LLM)"},
 };
 constexpr const auto& names_of(CheckpointFormat) { return checkpoint_format_names; }
 
@@ -70,8 +72,9 @@ struct TensorSet {
 TensorSet read_tensor_set(const std::string& path);
 
 struct CheckpointOptions {
-  // Projections that share one NVFP4 global scale (vLLM's fused qkv_proj and gate_up_proj), by the last
-  // component of the module name.
+  // Projections that share one NVFP4 global scale (vLLM's fused qkv_proj and gate_up_proj; TensorRT-LLM's
+  // fused qkv and gate_up, whose NVFP4 weight_scale_2 ModelOpt makes equal), by the last component of the
+  // module name.
   std::vector<std::vector<std::string>> fused = {{"q_proj", "k_proj", "v_proj"}, {"gate_proj", "up_proj"}};
 };
 

@@ -92,7 +92,18 @@ constexpr const auto& names_of(ZeroScale) { return zero_scale_names; }
 // checkpoint format), for NVFP4 and for the FP8 rows (tensor, token, block): scales computed in the
 // Compute precision (the weight's dtype), elements divided by the scale, docs/semantics.md §4
 // "compressed-tensors".
-enum class Variant : std::uint8_t { standard, fast_math, four_over_six, four_over_six_mse, torchao, compressed_tensors };
+// modelopt: the arithmetic of NVIDIA ModelOpt 0.47.0's Hugging Face export (the TensorRT-LLM checkpoint format),
+// for NVFP4 and per-tensor FP8, docs/semantics.md §4.9: scales in f32 from amax / 448 and amax / 2688, elements
+// divided by the scale (the FP8 quotient rounded to the weight's dtype, the Compute precision, first).
+enum class Variant : std::uint8_t {
+  standard,
+  fast_math,
+  four_over_six,
+  four_over_six_mse,
+  torchao,
+  compressed_tensors,
+  modelopt
+};
 inline constexpr Named<Variant> variant_names[] = {
     {Variant::standard, "standard", "TE's kernel"},
     {Variant::fast_math, "fast-math", "the element multiplier as a bf16"},
@@ -100,6 +111,7 @@ inline constexpr Named<Variant> variant_names[] = {
     {Variant::four_over_six_mse, "4over6-mse", "per block map to 4 or 6, least squared error"},
     {Variant::torchao, "torchao", "torchao 0.18's arithmetic (NVFP4 S_dec = amax / 2688; MX to_mx's NaN, Inf and smallest scale, RCEIL's CPU fallback)"},
     {Variant::compressed_tensors, "compressed-tensors", "compressed-tensors 0.20.1 (vLLM checkpoints), its CPU path"},
+    {Variant::modelopt, "modelopt", "ModelOpt 0.47.0's Hugging Face export (TensorRT-LLM checkpoints)"},
 };
 constexpr const auto& names_of(Variant) { return variant_names; }
 
@@ -247,8 +259,10 @@ inline constexpr EnumSet<Option> current_options{Option::element, Option::scale_
                                                  Option::eps,     Option::variant,      Option::compute};
 inline constexpr EnumSet<Option> nvfp4_options{Option::element, Option::block,    Option::amax_nan, Option::zero_scale,
                                                Option::variant, Option::hadamard, Option::compute};
-// The FP8 rows' variants: TE's arithmetic and compressed-tensors'.
+// The FP8 rows' variants: TE's arithmetic and compressed-tensors'; the per-tensor row also ModelOpt's (its FP8
+// export is per-tensor).
 inline constexpr EnumSet<Variant> current_variants{Variant::standard, Variant::compressed_tensors};
+inline constexpr EnumSet<Variant> tensor_variants{Variant::standard, Variant::compressed_tensors, Variant::modelopt};
 }  // namespace detail
 
 inline constexpr SchemeRow scheme_rows[] = {
@@ -263,7 +277,7 @@ inline constexpr SchemeRow scheme_rows[] = {
      .scale_element = nullptr,
      .passes = Passes::two,
      .takes = detail::current_options,
-     .variants = detail::current_variants,
+     .variants = detail::tensor_variants,
      .source = "TE compute_scale_from_amax (recipe_common.cuh), Float8CurrentScaling"},
     {.scheme = Scheme::delayed,
      .family = Family::delayed,
@@ -369,7 +383,8 @@ inline constexpr SchemeRow scheme_rows[] = {
      .passes = Passes::one,
      .takes = {Option::element, Option::block, Option::amax_nan, Option::hadamard},
      .variants = {Variant::standard},
-     .source = "torchao 0.18 nvfp4_quantize single-level (scale = fp32(block amax / 6) in [2^-6, 448], x * fp32(1 / scale))"},
+     .source =
+         "torchao 0.18 nvfp4_quantize single-level (scale = fp32(block amax / 6) in [2^-6, 448], x * fp32(1 / scale))"},
 };
 
 // The row of a scheme.
@@ -393,9 +408,10 @@ enum class Multiplier : std::uint8_t {
 // Whose order of operations a variant follows: how the tensor's decode scale, each block's scale and the
 // elements are formed.
 enum class Order : std::uint8_t {
-  te,                 // TE: S_enc = scale_max * 6 / amax, S_dec = fp32(1 / S_enc); block scale fminf(amax * fp32(S_enc / 6))
-  torchao,            // torchao: S_dec = fp32(amax / (448 * 6)); block scale clamp(fp32(fp32(amax / 6) / S_dec), 2^-6, 448)
-  compressed_tensors  // compressed-tensors: its global scale, block scale and x / (scale / global), see quantize
+  te,       // TE: S_enc = scale_max * 6 / amax, S_dec = fp32(1 / S_enc); block scale fminf(amax * fp32(S_enc / 6))
+  torchao,  // torchao: S_dec = fp32(amax / (448 * 6)); block scale clamp(fp32(fp32(amax / 6) / S_dec), 2^-6, 448)
+  compressed_tensors,  // compressed-tensors: its global scale, block scale and x / (scale / global), see quantize
+  modelopt             // ModelOpt: S_dec = fp32(amax / 2688); block scale fp32(amax / fp32(6 * S_dec)) in [2^-9, 448]
 };
 struct VariantRow {
   Variant variant;
@@ -405,6 +421,10 @@ struct VariantRow {
   BlockChoice choice;
   bool takes_hadamard;
   bool takes_stochastic_rounding;
+  // An exporter's arithmetic (compressed-tensors, ModelOpt): checked against that exporter's checkpoints
+  // (conformance/checkpoint) rather than golden vectors; its definition (scale_reference.cpp) is its only
+  // path; it takes no eps, pow2 or packed scales, NaN-propagating amax or zero-scale choice.
+  bool exporter = false;
 };
 inline constexpr VariantRow variant_rows[] = {
     {.variant = Variant::standard,
@@ -448,7 +468,16 @@ inline constexpr VariantRow variant_rows[] = {
      .multiplier = Multiplier::reciprocal,  // not used: its elements divide (Order::compressed_tensors)
      .choice = BlockChoice::map_to_6,
      .takes_hadamard = false,
-     .takes_stochastic_rounding = false},
+     .takes_stochastic_rounding = false,
+     .exporter = true},
+    {.variant = Variant::modelopt,
+     .order = Order::modelopt,
+     .scale_max = 448.0f,
+     .multiplier = Multiplier::reciprocal,  // not used: its elements divide (Order::modelopt)
+     .choice = BlockChoice::map_to_6,
+     .takes_hadamard = false,
+     .takes_stochastic_rounding = false,
+     .exporter = true},
 };
 constexpr const VariantRow& variant_row(Variant v) {
   for (const VariantRow& r : variant_rows)
