@@ -63,8 +63,28 @@ def check_page(driver, path):
     errors = [e for e in driver.get_log("browser") if e.get("level") in ("SEVERE", "ERROR", "WARNING")]
     assert not errors, errors
     # Every section is there.
-    for anchor in ("figures", "schemes", "gemm", "profiles", "hardware"):
+    for anchor in ("figures", "schemes", "gemm", "contracts", "profiles", "hardware"):
         assert driver.execute_script("return document.getElementById(arguments[0]) !== null;", anchor), anchor
+    # Each figure as the browser draws it: a screenshot of the element, not blank (it holds ink of several
+    # colours, not one flat fill).
+    from PIL import Image
+    import io
+    from selenium.webdriver.common.by import By
+    for img in driver.find_elements(By.TAG_NAME, "img"):
+        driver.execute_script("arguments[0].scrollIntoView();", img)
+        shot = Image.open(io.BytesIO(img.screenshot_as_png)).convert("RGB")
+        colours = shot.getcolors(maxcolors=1 << 16)
+        assert colours is None or len(colours) > 20, (img.get_attribute("alt"), len(colours or []))
+    # The hardware runs read as tables a person reads: none wider than the page (they were once hundreds of
+    # columns), no Python spellings or JSON in a cell.
+    tables = driver.execute_script(
+        "const h = document.getElementById('hardware'); const out = []; let e = h.nextElementSibling;"
+        "while (e && e.tagName !== 'H2') { e.querySelectorAll('table').forEach(t => out.push("
+        "[t.scrollWidth, t.rows[0] ? t.rows[0].cells.length : 0, t.innerText])); e = e.nextElementSibling; }"
+        "return out;")
+    for width, columns, text in tables:
+        assert columns <= 12 and width <= 1400, (width, columns, text[:200])
+        assert "True" not in text.split() and "False" not in text.split() and '{"' not in text, text[:200]
 
 
 def test_committed_snapshot(driver):

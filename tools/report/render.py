@@ -80,6 +80,12 @@ def pct(x):
 
 # ---- figures ------------------------------------------------------------------------------------------
 
+# The GEMM figure's panels: one row per kind of accumulation, so that no series hides another.
+GEMM_GROUPS = [("f32 accumulation orders", lambda m: m.startswith("f32-")),
+               ("FP8 and FP4/FP6 tensor cores", lambda m: any(t in m for t in ("fp8", "f8f6f4", "mxf"))),
+               ("16-bit and TF32 tensor cores", lambda m: True)]
+
+
 def figure_gemm(plt, report):
     rows = report["gemm_error_vs_k"]
     if not rows:
@@ -88,35 +94,40 @@ def figure_gemm(plt, report):
     for r in rows:
         if r["model"] not in models:
             models.append(r["model"])
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
-    cmap = plt.get_cmap("tab20")
+    groups = []
+    left = list(models)
+    for title, belongs in GEMM_GROUPS:
+        mine = [m for m in left if belongs(m)]
+        left = [m for m in left if m not in mine]
+        if mine:
+            groups.append((title, mine))
+    fig, axes = plt.subplots(len(groups), 2, figsize=(12.5, 3.6 * len(groups)), squeeze=False)
+    cmap = plt.get_cmap("tab10")
     markers = "os^vD<>phX*"
-    for i, m in enumerate(models):
-        pts = [r for r in rows if r["model"] == m]
-        ks = [r["k"] for r in pts]
-        style = dict(color=cmap(i % 20), marker=markers[i % len(markers)], markersize=4, linewidth=1.2,
-                     label=m)
-        # The two models the experiment is about stand out, drawn last (on top).
-        if m == "hopper-fp8":
-            style.update(color="black", linewidth=2.6, markersize=6, zorder=4)
-        elif m == "hopper-fp8-promote128":
-            style.update(color="crimson", linewidth=2.6, markersize=6, zorder=4)
-        for ax, key in zip(axes, ("norm_rel_error", "max_rel_error")):
-            # Zero errors cannot sit on a log axis: they are left out of the line (the tables show them).
-            xs = [k for k, r in zip(ks, pts) if r[key] and r[key] > 0]
-            ys = [r[key] for r in pts if r[key] and r[key] > 0]
-            if xs:
-                ax.plot(xs, ys, **style)
-    for ax, title in zip(axes, ("norm-wise relative error ||D - D_exact|| / ||D_exact||",
-                                "largest element-wise relative error")):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("K")
-        ax.set_title(title)
+    for (title, mine), axrow in zip(groups, axes):
+        for i, m in enumerate(mine):
+            pts = [r for r in rows if r["model"] == m]
+            style = dict(color=cmap(i % 10), marker=markers[i % len(markers)], markersize=4, linewidth=1.3, label=m)
+            # The two models the experiment is about stand out.
+            if m == "hopper-fp8":
+                style.update(color="black", linewidth=2.4, markersize=6, zorder=4)
+            elif m == "hopper-fp8-promote128":
+                style.update(color="crimson", linewidth=2.4, markersize=6, zorder=4)
+            for ax, key in zip(axrow, ("norm_rel_error", "max_rel_error")):
+                # Zero errors cannot sit on a log axis: they are left out of the line (the tables show them).
+                xs = [r["k"] for r in pts if r[key] and r[key] > 0]
+                ys = [r[key] for r in pts if r[key] and r[key] > 0]
+                if xs:
+                    ax.plot(xs, ys, **style)
+        for ax, what in zip(axrow, ("norm-wise ||D - D_exact|| / ||D_exact||", "largest element-wise error")):
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("K")
+            ax.set_title("%s: %s" % (title, what))
+        axrow[1].legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=8, frameon=False)
     e = report["gemm_experiment"]
     fig.suptitle("GEMM error against the exact reference as K grows (M = N = %d, seed %d, e4m3 inputs)"
                  % (e["m"], e["seed"]))
-    axes[1].legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=8, frameon=False)
     fig.tight_layout()
     return fig
 
@@ -186,16 +197,25 @@ def figure_histograms(plt, report):
             edges = [h["lo"] + b for b in range(len(h["counts"]) + 1)]
             ys = [n / total for n in h["counts"]]
             ax.stairs(ys, edges, color=cmap(i % 10), linewidth=1.3, label=c)
+            # The elements with no error at all are not in a bin: one marker each, left of the bins.
+            if h.get("exact"):
+                ax.plot([h["lo"] - 1.5], [h["exact"] / total], marker="D", markersize=4, color=cmap(i % 10),
+                        linestyle="none")
+        lo = q[(d, configs[0])]["rel_error_log2_hist"]["lo"] if configs else 0
+        ax.axvline(lo - 0.5, color="#999", linewidth=0.8)
+        ax.annotate("exact", xy=(lo - 1.5, 1.6e-5), ha="center", va="bottom", fontsize=7, color="#555")
+        ax.annotate("q = 0", xy=(0.5, 1.6e-5), ha="center", va="bottom", fontsize=7, color="#555")
         ax.set_title(d)
         ax.set_xlabel("log2 of |x - q| / |x|")
         ax.set_yscale("log")
         ax.set_ylim(1e-5, 1.5)
+        ax.set_xlim(lo - 3, None)
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(0.1, 1.0), frameon=False)
     for ax in axes[len(dists):]:
         ax.set_visible(False)
     axes[0].set_ylabel("fraction of elements")
-    axes[cols - 1].legend(fontsize=7, loc="upper left", frameon=False)
-    fig.suptitle("Histograms of the element-wise relative error (the bin at 0: flushed to zero; "
-                 "the end bins also hold everything beyond them)")
+    fig.suptitle("Histograms of the element-wise relative error (diamonds: exact elements; the bin at 0: flushed "
+                 "to zero; the end bins also hold everything beyond them)")
     fig.tight_layout()
     return fig
 
@@ -308,30 +328,42 @@ def skipped_ks(entry, report):
 
 
 def scalar_text(v):
-    if isinstance(v, (dict, list)):
-        return json.dumps(v, sort_keys=True)
+    """A value of a device-check run as a person reads it: yes / no, lists joined, objects as key value."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, list):
+        return ", ".join(scalar_text(x) for x in v)
+    if isinstance(v, dict):
+        return ", ".join("%s %s" % (k, scalar_text(x)) for k, x in sorted(v.items()))
     if isinstance(v, float):
         return fmt(v, 6)
+    if isinstance(v, str) and v in ("True", "False"):
+        return "yes" if v == "True" else "no"
     return str(v)
 
 
 def hardware_tables(run):
-    """(title, head, rows) tables of one device-check run: its tests, then each benchmark."""
+    """(title, head, rows, text_cols) tables of one device-check run: a summary per binary, its tests with what
+    each measured in one readable cell, then each benchmark."""
     tables = []
     tests = run.get("tests", [])
     if tests:
-        props = []
+        binaries = []
         for t in tests:
-            for k in (t.get("properties") or {}):
-                if k not in props:
-                    props.append(k)
-        head = ["binary", "test", "result"] + props
+            if t.get("binary", "") not in binaries:
+                binaries.append(t.get("binary", ""))
+        summary = []
+        for b in binaries:
+            mine = [t for t in tests if t.get("binary", "") == b]
+            passed = sum(1 for t in mine if t.get("result") == "passed")
+            summary.append([b, len(mine), passed, len(mine) - passed])
+        tables.append(("tests per binary", ["binary", "tests", "passed", "not passed"], summary, (0,)))
         rows = []
         for t in tests:
             p = t.get("properties") or {}
-            rows.append([t.get("binary", ""), "%s.%s" % (t.get("suite", ""), t.get("name", "")), t.get("result", "")]
-                        + [scalar_text(p[k]) if k in p else "" for k in props])
-        tables.append(("tests", head, rows))
+            rows.append([t.get("binary", ""), "%s.%s" % (t.get("suite", ""), t.get("name", "")), t.get("result", ""),
+                         t.get("seconds", ""), "; ".join("%s: %s" % (k, scalar_text(p[k])) for k in sorted(p))])
+        tables.append(("tests", ["binary", "test", "result", "time", "what it measured"], rows, (0, 1, 4)))
     for name, bench in sorted((run.get("benchmarks") or {}).items()):
         if isinstance(bench, dict):
             scalars = [(k, v) for k, v in sorted(bench.items()) if not isinstance(v, list)]
@@ -339,7 +371,7 @@ def hardware_tables(run):
         else:
             scalars, lists = [("value", bench)], []
         if scalars:
-            tables.append(("%s" % name, ["key", "value"], [[k, scalar_text(v)] for k, v in scalars]))
+            tables.append(("%s" % name, ["key", "value"], [[k, scalar_text(v)] for k, v in scalars], (0, 1)))
         for key, items in lists:
             if all(isinstance(i, dict) for i in items):
                 cols = []
@@ -348,9 +380,9 @@ def hardware_tables(run):
                         if k not in cols:
                             cols.append(k)
                 rows = [[scalar_text(i.get(k, "")) for k in cols] for i in items]
-                tables.append(("%s: %s" % (name, key), cols, rows))
+                tables.append(("%s: %s" % (name, key), cols, rows, (0,)))
             else:
-                tables.append(("%s: %s" % (name, key), ["value"], [[scalar_text(i)] for i in items]))
+                tables.append(("%s: %s" % (name, key), ["value"], [[scalar_text(i)] for i in items], (0,)))
     return tables
 
 
@@ -492,7 +524,7 @@ def markdown_hardware(report):
         md.append("No run of tools/device-check is recorded in reports/device/.\n")
     for run in runs:
         md.append("### %s (%s, %s)\n" % (run["file"], run.get("gpu", {}).get("name", "?"), run.get("date", "")))
-        for title, head, rows in hardware_tables(run):
+        for title, head, rows, _ in hardware_tables(run):
             md.append("**%s**\n" % title)
             md.append(md_table(head, rows))
         if run.get("missing"):
@@ -641,9 +673,9 @@ def html_hardware(report):
         gpu = run.get("gpu", {})
         p.append("<h3>%s</h3><p>%s, driver %s, %s</p>" % (e(run["file"]), e(gpu.get("name", "?")),
                                                            e(gpu.get("driver_version", "?")), e(run.get("date", ""))))
-        for title, head, rows in hardware_tables(run):
+        for title, head, rows, text_cols in hardware_tables(run):
             p.append("<p><b>%s</b></p>" % e(title))
-            p.append(h_table(head, rows))
+            p.append(h_table(head, rows, text_cols=text_cols))
         if run.get("missing"):
             p.append("<p>Missing: %s</p>" % e("; ".join(run["missing"])))
     return p
