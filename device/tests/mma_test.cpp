@@ -35,6 +35,7 @@
 #include "lowbit/device/mma.hpp"
 #include "lowbit/format.hpp"
 #include "lowbit/gemm.hpp"
+#include "lowbit/scale.hpp"
 #include "lowbit/value.hpp"
 #include "support.hpp"
 
@@ -788,6 +789,60 @@ TEST(TensorCoreZeroSign, WgmmaBf16) {
   zero_sign("wgmma.bf16", 64, [](const Batch& x) {
     return mma::run_wgmma(Kind::bf16, x.tiles, x.chain, x.a, x.b, x.c, mma::Descriptors::isa);
   });
+}
+
+// ---- TE's random Hadamard transform on the tensor core ---------------------------------------------------
+
+// Transformer Engine's RHT (hadamard_transform_utils.cuh mma_m16_n16_k16_b16_b16_b16_noacc) is one bf16 MMA of
+// K = 16 per 16-element group, from a zero accumulator, rounded to nearest-even bf16 (cvt.rn.bf16x2.f32).
+// lowbit's Hadamard::te_bf16 (scale::hadamard_rows_te_bf16) models it with the hopper-bf16 step.  Here the
+// hardware's mma.sync m16n8k16 bf16 computes the same products: A = 16 groups of the input, B = TE's matrix
+// diag(s) H / 4 in bf16 (read from the library, as the transform of each unit vector: exact), in two halves of
+// 8 columns, C = +0; each f32 result rounded to bf16 on the host must equal the library's transform, bit for bit.
+TEST(TeRht, MmaSyncEqualsTheTeBf16Transform) {
+  LOWBIT_REQUIRE_GPU(80);
+  namespace S = lowbit::scale;
+  const lowbit::Policy rn{};  // rne: cvt.rn
+  auto to_bf16 = [&](float v) {
+    return static_cast<std::uint16_t>(lowbit::convert(fmts::f32, std::bit_cast<std::uint32_t>(v), fmts::bf16, rn).code);
+  };
+  S::Tensor unit{16, 16, std::vector<float>(256, 0.0f)};
+  for (int i = 0; i < 16; ++i) unit.data[static_cast<std::size_t>(i) * 17] = 1.0f;
+  const S::Tensor m = S::hadamard_rows_te_bf16(unit);  // row i: e_i times the matrix
+  // Inputs: random bf16 values over a wide range (every group's sums round), 64 tiles of 16 groups.
+  const int tiles = 64, rows = 16 * tiles;
+  std::mt19937_64 g(20261201);
+  S::Tensor x{rows, 16, std::vector<float>(static_cast<std::size_t>(rows) * 16)};
+  for (float& v : x.data) {
+    const auto code = static_cast<std::uint16_t>(g() & 0xFFFF);
+    const float f = std::bit_cast<float>(static_cast<std::uint32_t>(code) << 16);
+    v = std::isfinite(f) && std::fabs(f) < 1e30f ? f : 1.0f;
+  }
+  const S::Tensor want = S::hadamard_rows_te_bf16(x);
+  std::vector<std::uint16_t> a, b;
+  for (int t = 0; t < tiles; ++t)
+    for (int half = 0; half < 2; ++half) {
+      for (int r = 0; r < 16; ++r)
+        for (int k = 0; k < 16; ++k) a.push_back(to_bf16(x.data[static_cast<std::size_t>(t * 16 + r) * 16 + k]));
+      for (int k = 0; k < 16; ++k)
+        for (int n = 0; n < 8; ++n) b.push_back(to_bf16(m.data[static_cast<std::size_t>(k) * 16 + half * 8 + n]));
+    }
+  const std::vector<std::uint32_t> c(static_cast<std::size_t>(2 * tiles) * 16 * 8, 0u);
+  const std::vector<std::uint32_t> d = mma::run_mma_sync(Kind::bf16, 2 * tiles, 1, a, b, c);
+  long long differ = 0;
+  for (int t = 0; t < tiles; ++t)
+    for (int half = 0; half < 2; ++half)
+      for (int r = 0; r < 16; ++r)
+        for (int n = 0; n < 8; ++n) {
+          const float got = std::bit_cast<float>(d[(static_cast<std::size_t>(t * 2 + half) * 16 + r) * 8 + n]);
+          const float exp = want.data[static_cast<std::size_t>(t * 16 + r) * 16 + half * 8 + n];
+          if (to_bf16(got) != to_bf16(exp) && differ++ < 5)
+            std::printf("[te rht] group %d, output %d: mma.sync 0x%04x, te-bf16 model 0x%04x\n", t * 16 + r,
+                        half * 8 + n, to_bf16(got), to_bf16(exp));
+        }
+  RecordProperty("te_rht.groups", std::to_string(rows));
+  RecordProperty("te_rht.mismatches", std::to_string(differ));
+  EXPECT_EQ(differ, 0) << "mma.sync bf16 and lowbit's te-bf16 Hadamard differ";
 }
 
 // tf32: the probes have no tf32 instruction (mma.sync m16n8k8 .tf32, wgmma m64nNk8 .tf32) yet; the same
