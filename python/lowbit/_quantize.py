@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -132,7 +132,7 @@ def quantize(x: Any, scheme: str, *, element: Any = None, block: int = 0, axis: 
              scale_rule: Optional[str] = None, scale_format: Optional[str] = None, nonfinite: Optional[str] = None,
              variant: Optional[str] = None, zero_scale: Optional[str] = None, profile: Optional[str] = None,
              rounding: Optional[str] = None, sr_bits: int = 0, sr_seed: Optional[int] = None, random_bits: Any = None,
-             hadamard: bool = False, state: Optional[DelayedState] = None, amax_nan: Optional[str] = None) -> Quantized:
+             hadamard: Union[bool, str] = False, state: Optional[DelayedState] = None, amax_nan: Optional[str] = None) -> Quantized:
     """Quantize `x` with a scaling scheme, as ``lowbit quantize --scheme SCHEME`` does; the same options with
     the same defaults (``lowbit quantize --help``), keywords for flags.
 
@@ -143,7 +143,8 @@ def quantize(x: Any, scheme: str, *, element: Any = None, block: int = 0, axis: 
     scales, both: row with ``.columnwise``), `scale_rule` (MX: floor, ceil, even, rceil, rne), `scale_format`
     (f32, pow2, ue8m0-packed), `nonfinite` (MX: scale-nan, propagate, amax), `variant` (NVFP4: standard,
     fast-math, 4over6, 4over6-mse), `zero_scale` (kernel, reference), `profile` (element rounding and scheme
-    defaults; te: rceil, pow2), `rounding`, `hadamard`, `amax_nan` (ignore, propagate).  A stochastic
+    defaults; te: rceil, pow2), `rounding`, `hadamard` (True or "exact": the exact-sum transform; "te-bf16":
+    Transformer Engine's bf16 tensor-core RHT, on bf16 inputs), `amax_nan` (ignore, propagate).  A stochastic
     `rounding` needs `sr_bits` and either `sr_seed` (Philox4x32-10, as ``--sr-seed``) or `random_bits` (one
     value per element, shaped as `x`, as ``--sr-bits-file``).  The delayed scheme reads `state` (default: a
     fresh one) and returns the next one in ``.state``; the argument is not changed.  An option left None takes
@@ -159,8 +160,10 @@ def quantize(x: Any, scheme: str, *, element: Any = None, block: int = 0, axis: 
     """
     if not isinstance(scheme, str):
         raise TypeError(f"scheme: expected a string, not {type(scheme).__name__}")
-    if not isinstance(hadamard, bool):
-        raise TypeError(f"hadamard: expected True or False, not {hadamard!r}")
+    if isinstance(hadamard, bool):
+        hadamard = "exact" if hadamard else "none"  # True: the exact-sum transform, as --hadamard alone
+    elif not isinstance(hadamard, str):
+        raise TypeError(f"hadamard: expected True, False or a transform name (exact, te-bf16), not {hadamard!r}")
     element_name = None if element is None else format_name(element, "element")
     sr_bits = _integer(sr_bits, "sr_bits")
     options = _lowbit.scheme_options(scheme, element_name, _integer(block, "block"), _string(scale_rule, "scale_rule"),

@@ -40,7 +40,7 @@ SchemeOptions scheme_options(const std::string& scheme, const std::optional<std:
                              const std::optional<std::string>& zero_scale,
                              const std::optional<std::string>& profile_name,
                              const std::optional<std::string>& rounding, const std::optional<std::string>& amax_nan,
-                             bool hadamard, int sr_bits) {
+                             const std::string& hadamard, int sr_bits) {
   Recipe r;
   r.scheme = scheme;
   r.element = element.value_or("");
@@ -53,7 +53,9 @@ SchemeOptions scheme_options(const std::string& scheme, const std::optional<std:
   r.profile = profile_name.value_or("");
   r.rounding = rounding.value_or("");
   r.amax_nan = amax_nan.value_or("");
-  r.hadamard = hadamard ? scale::Hadamard::exact : scale::Hadamard::none;
+  const auto h = parse<scale::Hadamard>(hadamard);  // the Python side maps True / False to exact / none
+  if (!h) value_error("hadamard", "'" + hadamard + "' is not True, False, " + choices<scale::Hadamard>());
+  r.hadamard = *h;
   r.sr_bits = sr_bits;
   try {
     BuiltRecipe b = build(r);

@@ -186,3 +186,16 @@ def test_float64_is_rounded_once_into_f32_as_the_command_line_reads_it(tmp_path)
         np.testing.assert_array_equal(np.asarray(q.scales).view(np.uint8), np.asarray(q32.scales).view(np.uint8))
         cli("quantize", "--scheme", scheme, "--in", tmp_path / "x.npy", "--out", tmp_path / scheme)
         np.testing.assert_array_equal(np.asarray(q.codes).view(np.uint8), np.load(tmp_path / scheme / "codes.npy"))
+
+
+def test_hadamard_names_the_transform(tmp_path):
+    # hadamard="te-bf16" is `lowbit quantize --hadamard=te-bf16` (TE's bf16 tensor-core RHT), True the exact sum.
+    x = tensor(4, 64).astype(ml_dtypes.bfloat16)
+    np.save(tmp_path / "x.npy", x)
+    for value, flag in ((True, "--hadamard"), ("exact", "--hadamard=exact"), ("te-bf16", "--hadamard=te-bf16")):
+        q = lowbit.quantize(x, "nvfp4", hadamard=value)
+        cli("quantize", "--scheme", "nvfp4", flag, "--in-format", "bf16", "--in", tmp_path / "x.npy", "--out",
+            tmp_path / "q")
+        np.testing.assert_array_equal(np.asarray(q.codes).view(np.uint8), np.load(tmp_path / "q" / "codes.npy"))
+    with pytest.raises(ValueError, match=r"^hadamard: 'te' is not True, False, none, exact, te-bf16"):
+        lowbit.quantize(x, "nvfp4", hadamard="te")
