@@ -310,7 +310,9 @@ Supplier plugin_results(const ContractOptions& o, const K::Contract& c, const js
     const std::string file = e.value("path", "");
     if (!f || file.size() < 4)
       throw InputError("--inputs: manifest.json: a stage entry without a path or a known format");
-    outs.push_back(buffer_of(file.substr(0, file.size() - 4), *f, e.value("shape", std::vector<std::uint64_t>{})));
+    // The stored stage's own shape (its file is verified against the manifest's checksum), not the manifest's.
+    const K::Array want = read_stage(o.inputs + "/" + file, *f, "--inputs");
+    outs.push_back(buffer_of(file.substr(0, file.size() - 4), *f, want.shape));
     out_formats.push_back(f);
   }
   std::vector<lowbit_array> in_arrays, out_arrays;
