@@ -326,9 +326,9 @@ Supplier plugin_results(const ContractOptions& o, const K::Contract& c, const js
         (rc == LOWBIT_PLUGIN_UNSUPPORTED ? std::string("declined the contract") : "failed: " + subject.last_error()));
   auto results = std::make_shared<std::map<std::string, K::Array>>();
   for (std::size_t i = 0; i < outs.size(); ++i) {
-    if (out_arrays[i].count == 0) continue;
-    const std::size_t width = out_arrays[i].element_bytes;
-    K::Array a{out_formats[i], outs[i].shape, std::vector<std::uint64_t>(out_arrays[i].count)};
+    if (out_arrays[i].count == 0) continue;  // not supplied; any other count is the buffer's own
+    const std::size_t width = io::dtype_bits(dtype_of(*out_formats[i])) / 8;
+    K::Array a{out_formats[i], outs[i].shape, std::vector<std::uint64_t>(outs[i].data.size() / width)};
     for (std::size_t j = 0; j < a.codes.size(); ++j)
       for (std::size_t k = 0; k < width; ++k) a.codes[j] |= std::uint64_t{outs[i].data[j * width + k]} << (8 * k);
     (*results)[outs[i].name + ".npy"] = std::move(a);
