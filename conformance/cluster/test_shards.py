@@ -208,6 +208,26 @@ def test_merged_gate_is_the_unsharded_report_and_junit(tmp_path):
     assert (tmp_path / "merged" / "junit.xml").read_bytes() == (tmp_path / "junit.xml").read_bytes()
 
 
+def test_gate_shards_record_their_shapes(tmp_path):
+    """A gate shard names the --shape / --layout it ran: shards of one shaped run merge into its report, a shard
+    of other shapes is foreign."""
+    if not PLANTED:
+        pytest.skip("LOWBIT_PLANTED_PLUGIN is not set (conformance/cluster.cmake sets it)")
+    args = ["--suite", "scheme-mx", "--shape", "3x40,2x64"]
+    whole = lowbit("gate", "--plugin", PLANTED, *args)
+    for i in (1, 2):
+        assert lowbit("gate", "--plugin", PLANTED, *args, "--shard", "%d/2" % i, "--out", tmp_path / str(i)).returncode in (0, 1)
+    doc = json.loads((tmp_path / "1" / "shard.json").read_text())
+    assert doc["options"]["shapes"] == {"shape": "3x40,2x64", "layout": None}
+    merged = lowbit("merge", tmp_path / "1", tmp_path / "2", "--out", tmp_path / "m")
+    assert merged.returncode == whole.returncode and merged.stdout == whole.stdout, merged.stderr
+    other = tmp_path / "other"
+    assert lowbit("gate", "--plugin", PLANTED, "--suite", "scheme-mx", "--shape", "5x40", "--shard", "2/2", "--out",
+                  other).returncode in (0, 1)
+    refused(lowbit("merge", tmp_path / "1", other, "--out", tmp_path / "m2"), 1,
+            "%s: foreign shard: its options.shapes" % other, out=tmp_path / "m2")
+
+
 # ---- what merge refuses ------------------------------------------------------------------------------------
 
 

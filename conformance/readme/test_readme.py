@@ -29,6 +29,7 @@ CONSOLE = [b for b in BLOCKS if b.kind == "console"]
 def scratch(tmp_path_factory):
     d = tmp_path_factory.mktemp("readme")
     (d / "vectors").symlink_to(SOURCE / "vectors")
+    (d / "conformance").symlink_to(SOURCE / "conformance")  # the checkpoint fixtures README verifies
     (d / "build").symlink_to(BUILD)
     for b in BLOCKS:
         if b.file_name:

@@ -130,6 +130,29 @@ def test_gemm_error_vs_k(quick):
     assert g[("f32-sequential", 16384)]["norm_rel_error"] < 1e-5
 
 
+def test_contract_errors(quick):
+    """Every named contract's fprop at every K on both input pairs, against the exact layer."""
+    _, r, _, _ = quick
+    ex, rows = r["contract_experiment"], r["contract_errors"]
+    names = run(["contract", "list"])[1].split("\n")
+    named = [line.split("\t")[0] for line in names if line.strip()]
+    assert {x["contract"] for x in rows} == set(named)
+    pairs = [i["name"] for i in ex["inputs"]]
+    assert len(rows) == len(named) * len(pairs) * len(ex["k"])
+    for row in rows:
+        assert set(row) == {"contract", "inputs", "k", "output_format", "norm_rel_error", "max_rel_error"}
+        assert row["inputs"] in pairs and row["k"] in ex["k"] and row["output_format"] == "bf16"
+        assert 0 < row["norm_rel_error"] < 1
+    e = {(x["contract"], x["inputs"], x["k"]): x["norm_rel_error"] for x in rows}
+    # What a recipe loses: an FP8 layer's output stays within a few percent of the exact one; NVFP4's 4-bit
+    # elements (2 significant bits against e4m3's 4) lose about four times as much on every input and K.
+    for (c, i, k), err in e.items():
+        if "nvfp4" in c:
+            assert err > 2.5 * e[("te-current@sm90", i, k)], (c, i, k)
+        else:
+            assert err < 0.06, (c, i, k)
+
+
 def test_profile_differences_match_profiles_diff(quick):
     _, r, _, _ = quick
     rc, out, err = run(["profiles", "--diff", "--json"])

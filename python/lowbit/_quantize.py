@@ -27,10 +27,12 @@ def _f32_values(x: Any) -> tuple[np.ndarray, tuple]:
     flat, fmt, shape = source(x, "x")
     if fmt == "f32":
         return flat.view(np.float32), shape
-    if fmt not in ("bf16", "f16"):
-        raise TypeError(f"x: quantize takes f32, bf16 or f16 values, not {fmt} (convert to f32 first: "
+    if fmt not in ("bf16", "f16", "f64"):
+        raise TypeError(f"x: quantize takes f64, f32, bf16 or f16 values, not {fmt} (convert to f32 first: "
                         f"lowbit.convert(x, 'f32') rounds explicitly)")
-    # Exact widening, as `lowbit quantize --in-format bf16|f16` reads its values (a NaN is quieted).
+    # Exact widening, as `lowbit quantize --in-format bf16|f16` reads its values (a NaN is quieted); a float64
+    # array is rounded once into f32 under IEEE 754's default (to nearest even, overflow to Inf, a NaN keeping
+    # its sign and top payload bits), as `lowbit quantize --in X.npy` reads one and numpy's astype(float32) does.
     policy = _lowbit.resolve("f32", None, None, None, None, None, None)
     out = np.empty(flat.size, dtype=np.uint32)
     _lowbit.convert_into(flat, fmt, policy, out, None, None, None, None)

@@ -36,8 +36,8 @@ def test_wrong_types_and_dtypes():
         lowbit.decode(np.zeros(2, np.uint16), "e4m3")
     with pytest.raises(ValueError, match=r"^codes: holds e4m3 values \(dtype float8_e4m3fn\), not e5m2"):
         lowbit.decode(np.zeros(2, ml_dtypes.float8_e4m3fn), "e5m2")
-    with pytest.raises(TypeError, match=r"^x: quantize takes f32, bf16 or f16 values, not f64"):
-        lowbit.quantize(np.zeros(4), "tensor")
+    with pytest.raises(TypeError, match=r"^x: quantize takes f64, f32, bf16 or f16 values, not e4m3"):
+        lowbit.quantize(np.zeros(4, ml_dtypes.float8_e4m3fn), "tensor")
     with pytest.raises(TypeError, match=r"^rounding: expected a string or None, not int"):
         lowbit.convert(X, "e4m3", rounding=1)
     with pytest.raises(TypeError, match=r"^with_flags: expected True or False"):

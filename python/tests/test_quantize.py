@@ -168,3 +168,21 @@ def test_higher_rank_and_other_input_dtypes():
                                   np.asarray(want.codes).view(np.uint8))
     assert q.scales.dtype == ml_dtypes.float8_e8m0fnu and lowbit.quantize(x, "nvfp4").scales.dtype == ml_dtypes.float8_e4m3fn
     assert lowbit.quantize(x, "tensor").scales.dtype == np.float32
+
+
+def test_float64_is_rounded_once_into_f32_as_the_command_line_reads_it(tmp_path):
+    # numpy's astype(float32) is one IEEE rounding (NaN payloads kept, overflow to Inf); the command line reads
+    # a float64 .npy the same way (conformance/cli/test_npy_sources.py), and so does the package.
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((8, 64)) * np.exp(rng.uniform(-30, 30, (8, 1)))
+    x[0, :3] = [np.frombuffer(np.uint64(0x7FF0_0000_0000_1234).tobytes(), np.float64)[0], 1e300, 5e-324]
+    x[1, 0] = 1.0 + 2.0**-24 + 2.0**-60  # just above an f32 midpoint
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = x.astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    for scheme in ("mx", "nvfp4", "tensor"):
+        q, q32 = lowbit.quantize(x, scheme), lowbit.quantize(f, scheme)
+        np.testing.assert_array_equal(np.asarray(q.codes).view(np.uint8), np.asarray(q32.codes).view(np.uint8))
+        np.testing.assert_array_equal(np.asarray(q.scales).view(np.uint8), np.asarray(q32.scales).view(np.uint8))
+        cli("quantize", "--scheme", scheme, "--in", tmp_path / "x.npy", "--out", tmp_path / scheme)
+        np.testing.assert_array_equal(np.asarray(q.codes).view(np.uint8), np.load(tmp_path / scheme / "codes.npy"))

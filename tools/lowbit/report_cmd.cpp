@@ -45,6 +45,7 @@
 #include "commands.hpp"
 #include "install_paths.hpp"
 #include "lowbit/batch.hpp"
+#include "lowbit/contract.hpp"
 #include "lowbit/convert.hpp"
 #include "lowbit/exact.hpp"
 #include "lowbit/gemm.hpp"
@@ -70,7 +71,7 @@ namespace S = lowbit::scale;
 namespace F = lowbit::formats;
 using json = nlohmann::ordered_json;
 
-const char* const section_names[] = {"synthetic", "input", "gemm", "profiles", "hardware"};
+const char* const section_names[] = {"synthetic", "input", "gemm", "contracts", "profiles", "hardware"};
 
 struct ReportOptions {
   std::string out = "reports/out/accuracy";
@@ -591,6 +592,74 @@ json gemm_section(bool quick, json& skipped, json& experiment) {
   return rows;
 }
 
+// ---- named contracts -----------------------------------------------------------------------------------
+
+// One [rows, cols] operand of a contract in its storage format: f32 values of a report distribution,
+// rounded once (rne) into the storage format.
+namespace C = lowbit::contract;
+C::Array contract_operand(const Format& storage, const std::string& dist, int rows, int cols, std::uint64_t seed) {
+  const S::Tensor t = make_tensor(dist, rows, cols, seed);
+  C::Array a{&storage, {static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(cols)}, {}};
+  for (float v : t.data) a.codes.push_back(convert(F::f32, std::bit_cast<std::uint32_t>(v), storage, Policy{}).code);
+  return a;
+}
+
+// Every named contract's fprop, the layer output against the exact layer (the exact sum of the stored
+// inputs' products, rounded once to f32), at a few K on two input pairs: which recipe loses what, at which K.
+json contract_section(bool quick, json& experiment) {
+  const int m = 32, n = 32;
+  const std::vector<int> ks = quick ? std::vector<int>{128, 1024} : std::vector<int>{128, 512, 2048, 8192};
+  const std::vector<std::array<const char*, 3>> pairs = {{"gaussian", "gaussian", "X and W N(0, 1)"},
+                                                         {"llm-activations", "weight-like",
+                                                          "X tokens x channels with 6 outlier channels x100, "
+                                                          "W rows N(0, sigma_r^2)"}};
+  experiment = {{"m", m},
+                {"n", n},
+                {"k", ks},
+                {"pass", "fprop: Y = X W^T, bias zero, every other step as the contract names it"},
+                {"inputs", json::array()},
+                {"reference", "exact: the exact sum of the stored inputs' products rounded once to f32"},
+                {"norm_rel_error", "||Y - Y_exact||_F / ||Y_exact||_F, Y the contract's output decoded"},
+                {"max_rel_error", "max |y - y_exact| / |y_exact| over outputs with |y_exact| >= 0.1 rms(Y_exact)"}};
+  for (const auto& p : pairs) experiment["inputs"].push_back({{"name", std::string(p[0]) + "/" + p[1]}, {"what", p[2]}});
+  json rows = json::array();
+  for (const C::NamedContract& nc : C::named()) {
+    const std::optional<C::Contract> c = C::find_named(nc.name);
+    if (!c || !c->find(C::Pass::fprop)) continue;
+    for (const auto& p : pairs)
+      for (int k : ks) {
+        const std::uint64_t seed = base_seed + static_cast<std::uint64_t>(k);
+        C::Inputs in;
+        in.x = contract_operand(c->storage_of(C::Operand::x), p[0], m, k, seed);
+        in.w = contract_operand(c->storage_of(C::Operand::w), p[1], n, k, seed + 1);
+        in.sr_seed = 1;
+        for (const C::Step& st : c->find(C::Pass::fprop)->epilogue)
+          if (st.kind == C::StepKind::bias) in.bias = C::Array{st.format, {static_cast<std::uint64_t>(n)}, std::vector<std::uint64_t>(static_cast<std::size_t>(n), 0)};
+        const C::RunResult r = C::run(*c, C::Pass::fprop, in);
+        const auto out = std::find_if(r.stages.begin(), r.stages.end(), [](const C::Stage& s) { return s.name == "output"; });
+        if (out == r.stages.end()) continue;
+        // The exact layer: X [m, k] times W^T, W^T as the [k, n] B operand.
+        gemm::Matrix a{in.x->format, m, k, in.x->codes}, b{in.w->format, k, n, {}};
+        b.codes.resize(static_cast<std::size_t>(k) * n);
+        for (int j = 0; j < n; ++j)
+          for (int i = 0; i < k; ++i) b.codes[static_cast<std::size_t>(i) * n + j] = in.w->codes[static_cast<std::size_t>(j) * k + i];
+        const std::vector<std::uint64_t> ref = gemm::exact(a, b, nullptr);
+        std::vector<std::uint64_t> y;  // the output decoded exactly into f32 (every output format fits)
+        for (std::uint64_t code : out->array.codes) y.push_back(convert(*out->array.format, code, F::f32, Policy{}).code);
+        const GemmErrors e = gemm_errors(y, false, ref);
+        json row{{"contract", nc.name}, {"inputs", std::string(p[0]) + "/" + p[1]}, {"k", k},
+                 {"output_format", out->array.format->name}};
+        if (!e.finite) row["overflow"] = true;
+        else {
+          row["norm_rel_error"] = num(e.norm);
+          row["max_rel_error"] = num(e.max_rel);
+        }
+        rows.push_back(row);
+      }
+  }
+  return rows;
+}
+
 // ---- profile differences ------------------------------------------------------------------------------
 
 json profile_section() {
@@ -809,7 +878,7 @@ void run_report(const ReportOptions& o) {
   for (const std::string& name : o.sections)
     if (std::find_if(std::begin(section_names), std::end(section_names), [&](const char* n) { return name == n; }) ==
         std::end(section_names))
-      throw InputError("--sections: unknown section '" + name + "' (synthetic, input, gemm, profiles, hardware)");
+      throw InputError("--sections: unknown section '" + name + "' (synthetic, input, gemm, contracts, profiles, hardware)");
   auto wanted = [&](const char* name) {
     return o.sections.empty() || std::find(o.sections.begin(), o.sections.end(), name) != o.sections.end();
   };
@@ -956,6 +1025,13 @@ void run_report(const ReportOptions& o) {
   report["gemm_experiment"] = experiment;
   report["gemm_error_vs_k"] = gemm_rows;
   report["gemm_skipped"] = skipped;
+  json contract_experiment = nullptr, contract_rows = json::array();
+  if (wanted("contracts")) {
+    std::cerr << "report: named contracts (" << std::round(seconds_since(t0) * 10) / 10 << " s)\n";
+    contract_rows = contract_section(o.quick, contract_experiment);
+  }
+  report["contract_experiment"] = contract_experiment;
+  report["contract_errors"] = contract_rows;
   report["profile_differences"] = wanted("profiles") ? profile_section() : json(nullptr);
   report["hardware_runs"] = wanted("hardware") ? hardware_section(o.device_runs) : json::array();
   report["run"] = {{"date_utc", now_utc()}, {"seconds", std::round(seconds_since(t0) * 10) / 10}};
@@ -988,7 +1064,7 @@ void add_report(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--json-only", o->json_only, "Write report.json only (no Python, no matplotlib)");
   sub->add_option("--sections", o->sections,
-                  "Only these sections (comma-separated): synthetic, input, gemm, profiles, hardware (default: all)")
+                  "Only these sections (comma-separated): synthetic, input, gemm, contracts, profiles, hardware (default: all)")
       ->delimiter(',');
   sub->callback([o] { guarded([&] { run_report(*o); }); });
 }

@@ -100,7 +100,7 @@ void run_generate(const VectorsOptions& o) {
   }
   if (shard) {
     // Every shard generates the whole suite (under a second for the largest) and writes only its part.
-    V::write_suite_shard(s, *shard, o.out);
+    V::write_suite_shard(s, *shard, o.out, o.shapes);
     std::cout << s.name << ": shard " << checks::shard_text(*shard) << " written to " << o.out
               << " (join with lowbit merge)\n";
     return;
@@ -247,6 +247,7 @@ int run_gate(const VectorsOptions& o) {
     part.plugin = V::plugin_identity(o.plugin, subject.name);
     part.reports = reports;
     part.req = req;
+    part.shapes = o.shapes;
     std::error_code ec;
     fs::create_directories(o.out, ec);
     if (ec || !fs::is_directory(o.out)) throw InputError("--out: cannot create folder '" + o.out + "'");

@@ -176,7 +176,7 @@ Golden golden_part(const Golden& g, Range r) {
   return p;
 }
 
-void write_suite_shard(const Suite& whole, checks::Shard shard, const std::string& dir) {
+void write_suite_shard(const Suite& whole, checks::Shard shard, const std::string& dir, const ShapeRequest& shapes) {
   std::error_code ec;
   if (fs::exists(fs::symlink_status(dir, ec)) &&
       !(fs::is_directory(fs::symlink_status(dir, ec)) && fs::is_empty(dir, ec)))
@@ -191,7 +191,9 @@ void write_suite_shard(const Suite& whole, checks::Shard shard, const std::strin
                      {"bytes", f.bytes.size()},
                      {"sha256", Sha256::of(f.bytes)},
                      {"meta", ordered_json::parse(f.meta.dump())}});
-  const ordered_json options = {{"suite", whole.name}, {"seed", whole.manifest.value("seed", std::uint64_t{0})}};
+  const ordered_json options = {{"suite", whole.name},
+                                {"seed", whole.manifest.value("seed", std::uint64_t{0})},
+                                {"shapes", shapes_json(shapes)}};
   ordered_json doc =
       checks::shard_header("vectors", shard, LOWBIT_VERSION, checks::build_id(), options, {{whole.name, units, r}});
   doc["manifest"] = ordered_json::parse(whole.manifest.dump());
@@ -283,9 +285,16 @@ ordered_json plugin_identity(const std::string& path, const std::string& name) {
   return {{"path", path}, {"name", name}, {"sha256", h.hex()}};
 }
 
+ordered_json shapes_json(const ShapeRequest& shapes) {
+  auto text = [](const std::optional<std::string>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); };
+  return {{"shape", text(shapes.shape)}, {"layout", text(shapes.layout)}};
+}
+
 ordered_json gate_shard_doc(checks::Shard shard, const GateShard& g) {
-  const ordered_json options = {{"suites", g.suites}, {"seed", g.seed},           {"max_report", g.max_report},
-                                {"plugin", g.plugin}, {"require", g.req.require}, {"min_cases", g.req.min_cases}};
+  const ordered_json options = {{"suites", g.suites},   {"seed", g.seed},
+                                {"max_report", g.max_report}, {"plugin", g.plugin},
+                                {"require", g.req.require},   {"min_cases", g.req.min_cases},
+                                {"shapes", shapes_json(g.shapes)}};
   ordered_json doc = checks::shard_header("gate", shard, LOWBIT_VERSION, checks::build_id(), options, g.space);
   ordered_json results = ordered_json::array();
   for (const SuiteReport& r : g.reports) {

@@ -28,7 +28,7 @@ Golden golden_part(const Golden& g, checks::Range r);
 
 // `lowbit vectors generate --shard`: a new folder `dir` (absent or empty) holding shard.json, its checksum
 // and files/<path> for each file of the part.  cli::InputError when `dir` is unusable.
-void write_suite_shard(const Suite& whole, checks::Shard shard, const std::string& dir);
+void write_suite_shard(const Suite& whole, checks::Shard shard, const std::string& dir, const ShapeRequest& shapes);
 
 // The suite of a verified, complete set of `vectors generate` shards, every file read back and checked
 // against its SHA-256 and size; nullopt with `problems` naming the shard and file otherwise.
@@ -44,7 +44,11 @@ struct GateShard {
   std::vector<checks::SpacePart> space;  // per suite: its units and the range run
   std::vector<SuiteReport> reports;      // per suite: the units of that range
   Requirements req;                      // --require and --min-cases, applied to the merged report
+  ShapeRequest shapes;                   // --shape and --layout as given: shards of other shapes are foreign
 };
+// --shape and --layout as a shard's options record them: null when not given, the text otherwise ("" for
+// the default shapes).
+nlohmann::ordered_json shapes_json(const ShapeRequest& shapes);
 nlohmann::ordered_json gate_shard_doc(checks::Shard shard, const GateShard& g);
 // The subject's identity as a gate shard records it.
 nlohmann::ordered_json plugin_identity(const std::string& path, const std::string& name);

@@ -256,6 +256,34 @@ def gemm_table(report):
     return head, out
 
 
+def contract_table(report):
+    """One line per named contract and input pair, one column per K: norm-wise / largest element error."""
+    rows = report["contract_errors"]
+    ks = sorted({r["k"] for r in rows})
+    keys = []
+    for r in rows:
+        if (r["contract"], r["inputs"]) not in keys:
+            keys.append((r["contract"], r["inputs"]))
+    cell = {(r["contract"], r["inputs"], r["k"]): r for r in rows}
+    head = ["contract", "inputs", "output"] + ["K = %d" % k for k in ks]
+    out = []
+    for c, i in keys:
+        first = next(r for r in rows if r["contract"] == c and r["inputs"] == i)
+        line = [c, i, first["output_format"]]
+        for k in ks:
+            r = cell.get((c, i, k))
+            line.append("-" if r is None else "overflow" if r.get("overflow") else
+                        "%s / %s" % (fmt(r["norm_rel_error"]), pct(r["max_rel_error"])))
+        out.append(line)
+    return head, out
+
+
+def contract_note(ex):
+    return ("M = N = %d; %s; %s. Reference: %s. Cells: norm-wise error / largest element error (%s)."
+            % (ex["m"], ex["pass"], "; ".join("%s: %s" % (i["name"], i["what"]) for i in ex["inputs"]),
+               ex["reference"], ex["max_rel_error"]))
+
+
 def profile_table(report):
     """The divergence matrix: one line per result of each probe, naming the implementations that give it."""
     pd = report["profile_differences"]
@@ -432,6 +460,10 @@ def markdown_rest(report):
     e = report.get("gemm_experiment")
     if e:
         md.extend(markdown_gemm(report, e))
+    if report.get("contract_experiment"):
+        md.append("## Precision contracts: the layer's error\n")
+        md.append("%s\n" % contract_note(report["contract_experiment"]))
+        md.append(md_table(*contract_table(report)))
     if report.get("profile_differences"):
         md.append("## Where the profiles disagree\n")
         md.append("%s.\n" % report["profile_differences"]["note"])
@@ -512,7 +544,8 @@ def html_page(report, figures):
          % (e(report["lowbit_version"]), e(report["mode"]), e(report["regenerate"])),
          "<p>Provenance (no number depends on the date): %s</p>" % e(provenance(report)),
          '<nav><a href="#figures">figures</a><a href="#schemes">formats and schemes</a>'
-         '<a href="#gemm">GEMM error against K</a><a href="#profiles">profile differences</a>'
+         '<a href="#gemm">GEMM error against K</a><a href="#contracts">precision contracts</a>'
+         '<a href="#profiles">profile differences</a>'
          '<a href="#hardware">hardware runs</a></nav>']
     hl = highlights(report)
     if hl:
@@ -566,6 +599,13 @@ def html_rest(report):
         p.append("<p>Not in this report (--sections).</p>")
     else:
         p.extend(html_gemm(report, ex))
+    p.append('<h2 id="contracts">Precision contracts: the layer\'s error</h2>')
+    if not report.get("contract_experiment"):
+        p.append("<p>Not in this report (--sections).</p>")
+    else:
+        p.append("<p>%s</p>" % e(contract_note(report["contract_experiment"])))
+        head, rows = contract_table(report)
+        p.append(h_table(head, rows, text_cols=(0, 1, 2)))
     p.append('<h2 id="profiles">Where the profiles disagree</h2>')
     if not report.get("profile_differences"):
         p.append("<p>Not in this report (--sections).</p>")
