@@ -39,6 +39,7 @@ import numpy as np
 
 from . import _lowbit
 from ._arrays import source, wrap_codes
+from ._convert import decode
 from ._dtypes import UINT_OF_BYTES
 
 __all__ = ["Comparison", "Difference", "Run", "Stage", "StageComparison", "assert_matches", "check", "names", "run",
@@ -234,8 +235,6 @@ def _value_text(v: float) -> str:
 
 
 def _compare(stage: Stage, actual: Any, max_details: int) -> StageComparison:
-    from ._convert import decode
-
     c = StageComparison(stage.key, stage.format)
     try:
         got, _, shape = source(actual, f"results[{stage.key!r}]", stage.format)
