@@ -10,3 +10,10 @@ endif()
 add_test(NAME contract_cli
          COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider -rs ${CMAKE_CURRENT_SOURCE_DIR}/contract/test_contract_cli.py)
 set_tests_properties(contract_cli PROPERTIES LABELS quick TIMEOUT 600 ENVIRONMENT "LOWBIT=$<TARGET_FILE:lowbit>")
+# `contract check --plugin` through the planted-bug plugin's contract entry, and a table of ABI version 1's
+# first size (the misbehaving plugin's "v1", conformance/vectors.cmake) that still loads.
+add_test(NAME contract_plugin
+         COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider -rs
+                 ${CMAKE_CURRENT_SOURCE_DIR}/contract/test_contract_plugin.py)
+set_tests_properties(contract_plugin PROPERTIES LABELS quick TIMEOUT 600 ENVIRONMENT
+  "LOWBIT=$<TARGET_FILE:lowbit>;LOWBIT_PLANTED_PLUGIN=$<TARGET_FILE:lowbit_plugin_planted_bug>;LOWBIT_MISBEHAVING_PLUGIN=$<TARGET_FILE:lowbit_plugin_misbehaving>")

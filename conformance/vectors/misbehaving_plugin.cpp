@@ -9,8 +9,9 @@
 //          noise (prints "all match" on stdout and stderr, then forwards), closestdout (closes fd 1, then
 //          forwards)
 // and, with no WHERE: decline (every entry point answers UNSUPPORTED), null (every entry point NULL),
-// short (struct_size 16), badabi (ABI version 99), badptr (a convert pointer into no library), badname
-// (a name pointer that cannot be read).
+// short (struct_size 16), v1 (ABI version 1's first table, struct_size LOWBIT_PLUGIN_TABLE_SIZE_V1: a plugin
+// compiled before the contract entry was appended, which still loads), badabi (ABI version 99), badptr (a convert
+// pointer into no library), badname (a name pointer that cannot be read).
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -131,8 +132,13 @@ int gemm(const char* recipe, const lowbit_array* in, uint32_t n_in, lowbit_array
 
 const char* last_error() { return planted()->last_error(); }
 
+int contract(const char* request, const lowbit_array* in, uint32_t n_in, lowbit_array* out, uint32_t n_out) {
+  if (what() == "decline") return LOWBIT_PLUGIN_UNSUPPORTED;
+  return planted()->contract(request, in, n_in, out, n_out);
+}
+
 lowbit_plugin table = {
-    LOWBIT_PLUGIN_ABI_VERSION, sizeof(lowbit_plugin), "misbehaving", convert, quantize, gemm, last_error};
+    LOWBIT_PLUGIN_ABI_VERSION, sizeof(lowbit_plugin), "misbehaving", convert, quantize, gemm, last_error, contract};
 
 __attribute__((constructor)) void on_load() {
   if (is("ctor")) misbehave(nullptr, 0);
@@ -146,7 +152,7 @@ extern "C" LOWBIT_PLUGIN_EXPORT const lowbit_plugin* lowbit_plugin_entry(uint32_
   const std::string w = what();
   if (w == "null") {
     static const lowbit_plugin none = {
-        LOWBIT_PLUGIN_ABI_VERSION, sizeof(lowbit_plugin), "all-null", nullptr, nullptr, nullptr, nullptr};
+        LOWBIT_PLUGIN_ABI_VERSION, sizeof(lowbit_plugin), "all-null", nullptr, nullptr, nullptr, nullptr, nullptr};
     return &none;
   }
   if (w == "short") {
@@ -157,6 +163,19 @@ extern "C" LOWBIT_PLUGIN_EXPORT const lowbit_plugin* lowbit_plugin_entry(uint32_
       void* garbage;
     } small = {LOWBIT_PLUGIN_ABI_VERSION, 16, "short", reinterpret_cast<void*>(0x10)};
     return reinterpret_cast<const lowbit_plugin*>(&small);
+  }
+  if (w == "v1") {
+    // ABI version 1's first table, as a plugin compiled against that header lays it out: no contract entry.
+    static const struct {
+      uint32_t abi_version, struct_size;
+      const char* name;
+      decltype(table.convert) convert;
+      decltype(table.quantize) quantize;
+      decltype(table.gemm) gemm;
+      decltype(table.last_error) last_error;
+    } first = {LOWBIT_PLUGIN_ABI_VERSION, 48, "misbehaving (ABI 1's first table)", convert, quantize, gemm, last_error};
+    static_assert(sizeof first == LOWBIT_PLUGIN_TABLE_SIZE_V1, "ABI 1's first table is 48 bytes on LP64");
+    return reinterpret_cast<const lowbit_plugin*>(&first);
   }
   if (w == "badabi") table.abi_version = 99;
   if (w == "badname") table.name = reinterpret_cast<const char*>(0x10);

@@ -18,8 +18,10 @@
  * a table whose abi_version equals the host's version, or NULL when it cannot serve that version; the
  * gate refuses a table with another version (exit 2).  Fields are only ever appended, and
  * `struct_size` lets either side tell which fields the other knows: the gate refuses (exit 2) a table
- * whose struct_size is smaller than the table of its own version, or whose function pointers lie in no
- * loaded library.
+ * whose struct_size is smaller than version 1's first table (LOWBIT_PLUGIN_TABLE_SIZE_V1: convert,
+ * quantize, gemm, last_error), or whose function pointers lie in no loaded library; an entry appended
+ * later is read only from a table whose struct_size covers it, so a plugin compiled against an older
+ * header still loads, with the newer entries taken as NULL.
  */
 #ifndef LOWBIT_PLUGIN_H
 #define LOWBIT_PLUGIN_H
@@ -95,7 +97,26 @@ typedef struct lowbit_plugin {
 
   /* Optional: a message for the last LOWBIT_PLUGIN_ERROR (static storage, may be NULL). */
   const char* (*last_error)(void);
+
+  /* ---- appended: read only when struct_size covers it (a table of LOWBIT_PLUGIN_TABLE_SIZE_V1 lacks it) */
+
+  /* Run one pass of a precision contract (docs/contract.md) as a fused kernel would, for `lowbit contract
+   * check --plugin`.  `request_json` is {"contract": the contract's document, "pass": "fprop" | "dgrad" |
+   * "wgrad", "sr_seed": N (only when a recipe rounds stochastically)}; inputs are the tensors the pass
+   * reads, named "x", "w", "dy", "bias", "residual", as `lowbit contract run` wrote them (bf16 as "<u2"
+   * codes); outputs are every stage of the run, preallocated and named as its files without ".npy"
+   * ("x.quantized.codes", "accumulator", "epilogue[1].bias", "amax", "output").  The plugin writes
+   * "output" and whichever intermediates it computes, and sets `count` to 0 on each output it leaves
+   * unwritten: those are not compared.  NULL: the plugin runs no contract. */
+  int (*contract)(const char* request_json, const lowbit_array* inputs, uint32_t n_inputs, lowbit_array* outputs,
+                  uint32_t n_outputs);
 } lowbit_plugin;
+
+/* The size of ABI version 1's first table (through last_error), the smallest struct_size the gate takes. */
+#define LOWBIT_PLUGIN_TABLE_SIZE_V1 (offsetof(lowbit_plugin, last_error) + sizeof(const char* (*)(void)))
+/* Whether a table of `struct_size` bytes holds the entry `field` (a field appended after version 1's first). */
+#define LOWBIT_PLUGIN_HAS(table, field) \
+  ((table)->struct_size >= offsetof(lowbit_plugin, field) + sizeof((table)->field))
 
 /* The one exported symbol.  Returns NULL when the plugin cannot serve `host_abi_version`. */
 typedef const lowbit_plugin* (*lowbit_plugin_entry_fn)(uint32_t host_abi_version);

@@ -175,14 +175,16 @@ std::string table_problem(const lowbit_plugin* table) {
   if (table->abi_version != LOWBIT_PLUGIN_ABI_VERSION)
     return "speaks plugin ABI version " + std::to_string(table->abi_version) + ", this lowbit " +
            std::to_string(LOWBIT_PLUGIN_ABI_VERSION);
-  if (table->struct_size < sizeof(lowbit_plugin))
+  if (table->struct_size < LOWBIT_PLUGIN_TABLE_SIZE_V1)
     return "returns a table of struct_size " + std::to_string(table->struct_size) + " bytes; ABI version " +
-           std::to_string(LOWBIT_PLUGIN_ABI_VERSION) + " needs " + std::to_string(sizeof(lowbit_plugin));
+           std::to_string(LOWBIT_PLUGIN_ABI_VERSION) + " needs " + std::to_string(LOWBIT_PLUGIN_TABLE_SIZE_V1) +
+           " at least";
   const std::pair<const char*, const void*> entries[] = {
       {"convert", reinterpret_cast<const void*>(table->convert)},
       {"quantize", reinterpret_cast<const void*>(table->quantize)},
       {"gemm", reinterpret_cast<const void*>(table->gemm)},
-      {"last_error", reinterpret_cast<const void*>(table->last_error)}};
+      {"last_error", reinterpret_cast<const void*>(table->last_error)},
+      {"contract", reinterpret_cast<const void*>(detail::contract_entry(*table))}};
   for (const auto& entry : entries) {
     Dl_info info;
     if (entry.second && dladdr(entry.second, &info) == 0) {
@@ -256,6 +258,7 @@ Subject in_process_subject(const std::string& where, const std::string& path) {
   };
   s.quantize = tensor_entry(table->quantize);
   s.gemm = tensor_entry(table->gemm);
+  s.contract = tensor_entry(detail::contract_entry(*table));
   s.last_error = [library, f = table->last_error]() -> std::string {
     const char* e = f ? f() : nullptr;
     return e ? e : "(no message)";

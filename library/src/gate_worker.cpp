@@ -44,12 +44,12 @@ namespace {
 
 constexpr int socket_fd = 3;  // the worker's end of the socket
 enum class Message : std::uint32_t { loading = 1, hello = 2, call = 3, reply = 4 };
-enum class Op : std::uint32_t { convert = 1, quantize = 2, gemm = 3 };
+enum class Op : std::uint32_t { convert = 1, quantize = 2, gemm = 3, contract = 4 };
 
 struct Hello {
   Message kind = Message::hello;
   int refused = 0;
-  std::uint32_t entries = 0;  // bit 0 convert, 1 quantize, 2 gemm
+  std::uint32_t entries = 0;  // bit 0 convert, 1 quantize, 2 gemm, 3 contract
   char name[256] = {};
   char message[2048] = {};  // why refused
 };
@@ -209,8 +209,13 @@ int serve_call(const lowbit_plugin& t, int memfd) {
                           reinterpret_cast<const char*>(base + d[i].format),
                           reinterpret_cast<const char*>(base + d[i].dtype), d[i].element_bytes, d[i].rank,
                           reinterpret_cast<const std::uint64_t*>(base + d[i].shape), d[i].count, base + d[i].data});
-      const auto entry = h.op == Op::quantize ? t.quantize : t.gemm;
+      const auto entry = h.op == Op::quantize ? t.quantize : h.op == Op::gemm ? t.gemm : detail::contract_entry(t);
+      if (!entry) throw std::runtime_error("the plugin has no entry point for this call");
       reply.rc = entry(text(7), arrays.data(), h.n_in, arrays.data() + h.n_in, h.n_out);
+      // An output the plugin left unwritten (count set to 0, the contract entry's rule) goes back as such.
+      auto* written = reinterpret_cast<ArrayDesc*>(base + h.arrays);
+      for (std::uint32_t i = h.n_in; i < h.n_in + h.n_out; ++i)
+        if (arrays[i].count == 0) written[i].count = 0;
     }
     if (reply.rc == LOWBIT_PLUGIN_ERROR && t.last_error) copy_text(reply.message, sizeof reply.message, t.last_error());
   } catch (const std::exception& e) {
@@ -238,7 +243,8 @@ int worker_main(const std::string& path) {
   if (!send_packet(socket_fd, &loading, sizeof loading)) return 3;
   const lowbit_plugin& t = *opened.table;
   copy_text(hello.name, sizeof hello.name, t.name ? t.name : "(unnamed)");  // faults here: a bad name pointer
-  hello.entries = (t.convert ? 1u : 0u) | (t.quantize ? 2u : 0u) | (t.gemm ? 4u : 0u);
+  hello.entries =
+      (t.convert ? 1u : 0u) | (t.quantize ? 2u : 0u) | (t.gemm ? 4u : 0u) | (detail::contract_entry(t) ? 8u : 0u);
   if (!send_packet(socket_fd, &hello, sizeof hello)) return 3;
   for (;;) {
     Message kind{};
@@ -596,7 +602,7 @@ Subject failing_subject(const std::string& why) {
   s.name = "(not loaded)";
   s.convert = [](const char*, const char*, const lowbit_policy*, const void*, std::uint64_t, void*, std::uint8_t*,
                  int*) { return LOWBIT_PLUGIN_ERROR; };
-  s.quantize = s.gemm = [](const char*, const lowbit_array*, std::uint32_t, lowbit_array*, std::uint32_t) {
+  s.quantize = s.gemm = s.contract = [](const char*, const lowbit_array*, std::uint32_t, lowbit_array*, std::uint32_t) {
     return LOWBIT_PLUGIN_ERROR;
   };
   s.last_error = [why] { return why; };
@@ -646,7 +652,7 @@ Subject worker_subject(const std::string& where, const std::string& path, const 
       return rc;
     };
   auto tensor_entry = [&](Op op, const char* what) -> decltype(s.quantize) {
-    if (!(hello.entries & (op == Op::quantize ? 2u : 4u))) return {};
+    if (!(hello.entries & (op == Op::quantize ? 2u : op == Op::gemm ? 4u : 8u))) return {};
     return [state, op, what](const char* recipe, const lowbit_array* in, std::uint32_t n_in, lowbit_array* out,
                              std::uint32_t n_out) {
       CallImage image;
@@ -675,14 +681,19 @@ Subject worker_subject(const std::string& where, const std::string& path, const 
       image.header() = h;
       Mapping m;
       const int rc = state->call(what, image, m.map, m.size);
-      if (rc == LOWBIT_PLUGIN_OK)
-        for (std::uint32_t i = 0; i < n_out; ++i)
+      if (rc == LOWBIT_PLUGIN_OK) {
+        const auto* written = reinterpret_cast<const ArrayDesc*>(m.map + h.arrays);
+        for (std::uint32_t i = 0; i < n_out; ++i) {
           std::memcpy(out[i].data, m.map + descs[n_in + i].data, out[i].count * out[i].element_bytes);
+          if (written[n_in + i].count == 0) out[i].count = 0;
+        }
+      }
       return rc;
     };
   };
   s.quantize = tensor_entry(Op::quantize, "quantize");
   s.gemm = tensor_entry(Op::gemm, "gemm");
+  s.contract = tensor_entry(Op::contract, "contract");
   s.last_error = [state] { return state->last_error; };
   return s;
 }

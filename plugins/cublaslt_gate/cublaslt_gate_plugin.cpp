@@ -196,7 +196,8 @@ const lowbit_plugin table = {LOWBIT_PLUGIN_ABI_VERSION,
                              nullptr,
                              nullptr,
                              gemm_entry,
-                             last_error};
+                             last_error,
+                             nullptr};
 
 }  // namespace
 

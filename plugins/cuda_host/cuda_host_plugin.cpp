@@ -86,7 +86,7 @@ int convert(const char* from, const char* to, const lowbit_policy* p, const void
 }
 
 const lowbit_plugin table = {LOWBIT_PLUGIN_ABI_VERSION, sizeof(lowbit_plugin),
-                             "cuda-host (CUDA toolkit host conversions from f32)", convert, nullptr, nullptr, nullptr};
+                             "cuda-host (CUDA toolkit host conversions from f32)", convert, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace
 

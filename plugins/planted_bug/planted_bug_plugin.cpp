@@ -6,7 +6,10 @@
 // recipe's "layout" names, and quantizes every scheme suite's recipe with lowbit's own reference
 // quantizer (lowbit::scale::quantize) to exercise the quantize entry point: it passes, unless the
 // environment sets LOWBIT_PLANTED_QUANTIZE_BUG=1, which plants the same kind of error there: an e4m3
-// element code in the binade [8, 16) (magnitude codes 0x51..0x57) comes out one ulp too small.
+// element code in the binade [8, 16) (magnitude codes 0x51..0x57) comes out one ulp too small.  Its contract
+// entry runs lowbit's own precision contract (lowbit::contract::run) on the request and supplies the output and
+// the accumulator only, as a fused kernel exposes them (every other stage is left unwritten, count 0); with
+// LOWBIT_PLANTED_CONTRACT_BUG=1 the output's element [0, 0] comes out one code off.
 #include <bit>
 #include <cstdint>
 #include <cstdlib>
@@ -15,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "lowbit/contract.hpp"
 #include "lowbit/convert.hpp"
 #include "lowbit/plugin.h"
 #include "lowbit/error.hpp"
@@ -253,12 +259,65 @@ int quantize(const char* recipe_json, const lowbit_array* in, uint32_t n_in, low
   return LOWBIT_PLUGIN_OK;
 }
 
+// One pass of the request's contract (plugin.h's contract entry).
+int contract(const char* request_json, const lowbit_array* in, uint32_t n_in, lowbit_array* out, uint32_t n_out) {
+  namespace K = lowbit::contract;
+  try {
+    const nlohmann::json request = nlohmann::json::parse(request_json);
+    const K::Contract c = K::parse(request.at("contract"));
+    const auto pass = lowbit::parse<K::Pass>(request.at("pass").get<std::string>());
+    if (!pass) {
+      last = "contract: the request names no pass";
+      return LOWBIT_PLUGIN_ERROR;
+    }
+    K::Inputs inputs;
+    if (request.contains("sr_seed")) inputs.sr_seed = request.at("sr_seed").get<std::uint64_t>();
+    for (std::uint32_t i = 0; i < n_in; ++i) {
+      const lowbit::Format* f = lowbit::find_format(in[i].format);
+      if (!f) {
+        last = std::string("contract: input ") + in[i].name + " of unknown format " + in[i].format;
+        return LOWBIT_PLUGIN_ERROR;
+      }
+      K::Array a{f, std::vector<std::uint64_t>(in[i].shape, in[i].shape + in[i].rank), {}};
+      for (std::uint64_t j = 0; j < in[i].count; ++j) a.codes.push_back(load(in[i].data, j, in[i].element_bytes));
+      const std::string name = in[i].name;
+      auto& slot = name == "x"      ? inputs.x
+                   : name == "w"    ? inputs.w
+                   : name == "dy"   ? inputs.dy
+                   : name == "bias" ? inputs.bias
+                                    : inputs.residual;
+      slot = std::move(a);
+    }
+    const K::RunResult r = K::run(c, *pass, inputs);
+    for (std::uint32_t i = 0; i < n_out; ++i) {
+      const std::string name = out[i].name;
+      const K::Stage* stage = nullptr;
+      for (const K::Stage& s : r.stages)
+        if (s.file() == name + ".npy") stage = &s;
+      if (!stage || (name != "output" && name != "accumulator") || stage->array.codes.size() != out[i].count) {
+        out[i].count = 0;  // not supplied
+        continue;
+      }
+      for (std::uint64_t j = 0; j < out[i].count; ++j) {
+        std::uint64_t code = stage->array.codes[j];
+        const char* bug = std::getenv("LOWBIT_PLANTED_CONTRACT_BUG");
+        if (j == 0 && name == "output" && bug && std::string(bug) == "1") code ^= 1;
+        store(out[i].data, j, out[i].element_bytes, code);
+      }
+    }
+  } catch (const std::exception& e) {
+    last = std::string("contract: ") + e.what();
+    return LOWBIT_PLUGIN_ERROR;
+  }
+  return LOWBIT_PLUGIN_OK;
+}
+
 const char* last_error() { return last.c_str(); }
 
 const lowbit_plugin table = {LOWBIT_PLUGIN_ABI_VERSION, sizeof(lowbit_plugin),
                              "planted-bug (lowbit fast path, one planted ulp in f32->e4m3 rne [8, 16); lowbit's "
                              "quantizer)",
-                             convert, quantize, gemm, last_error};
+                             convert, quantize, gemm, last_error, contract};
 
 }  // namespace
 

@@ -238,6 +238,15 @@ inline void write_all(const std::string& path, const std::string& text, const st
 nlohmann::ordered_json profile_difference_rows(bool short_values);
 
 // The command-line flag of a library argument id: "scale_rule" is --scale-rule.
+// This executable in its hidden worker mode (`lowbit gate-worker PLUGIN`, gate::worker_main), for the commands
+// that load a plugin (`gate`, `contract check --plugin`).
+inline std::vector<std::string> gate_worker_command() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw InputError("cannot find this executable (/proc/self/exe) to start the plugin's worker: " + ec.message());
+  return {self.string(), "gate-worker"};
+}
+
 inline std::string flag_of(std::string_view argument) {
   std::string s = "--";
   for (char c : argument) s += c == '_' ? '-' : c;

@@ -1,14 +1,19 @@
 // `lowbit contract list | show | run | check`: precision contracts (lowbit/contract.hpp, docs/contract.md) from
 // the command line.  `run` writes every stage of one pass as .npy with a manifest.json listing them, as one
-// folder swapped in whole; `check` compares a kernel's files, named as the stages, bit for bit.
+// folder swapped in whole; `check` compares a kernel's stages bit for bit: its files, named as the stages, or
+// what a plugin's contract entry (include/lowbit/plugin.h) computes from the run's inputs.
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cli_util.hpp"
 #include "commands.hpp"
 #include "lowbit/contract.hpp"
+#include "lowbit/gate.hpp"
 #include "lowbit/io.hpp"
 #include "lowbit/sha256.hpp"
 
@@ -24,9 +29,10 @@ using json = nlohmann::ordered_json;
 namespace K = contract;
 
 struct ContractOptions {
-  std::string contract, show, pass = "fprop", x, w, dy, bias, residual, out, inputs, results;
+  std::string contract, show, pass = "fprop", x, w, dy, bias, residual, out, inputs, results, plugin;
   long long sr_seed = -1;
-  bool json = false;
+  double timeout = 60;
+  bool json = false, in_process = false;
 };
 
 // A named contract, or a contract file: errors name the file and the JSON path.
@@ -234,12 +240,140 @@ K::Array read_stage(const std::string& path, const Format& f, const std::string&
   return {&f, t.shape, codes_of(t)};
 }
 
+// The plugin ran and failed or declined: the check fails (exit 1), as a gate subject's error fails its unit.
+struct PluginFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A kernel's array of one stage: nullopt when it supplies none; format nullptr when it holds another dtype.
+using Supplier = std::function<std::optional<K::Array>(const std::string& file, const Format& f)>;
+
+// The kernel's stage files in the folder `dir` (--results).
+Supplier folder_results(const std::string& dir) {
+  return [dir](const std::string& file, const Format& f) -> std::optional<K::Array> {
+    const std::string path = dir + "/" + file;
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) return std::nullopt;
+    return read_stage(path, f, "--results");
+  };
+}
+
+// What the plugin's contract entry computes from the run's inputs (--plugin): every stage of the manifest
+// offered as an output, those it leaves unwritten (count 0) not supplied.  The request is plugin.h's.
+Supplier plugin_results(const ContractOptions& o, const K::Contract& c, const json& m) {
+  const gate::Subject subject = gate::load_plugin(
+      o.plugin,
+      {o.in_process ? gate::Isolation::in_process : gate::Isolation::child_process, o.timeout, gate_worker_command()});
+  if (!subject.contract)
+    throw InputError("--plugin: '" + echo_text(o.plugin) + "' (" + subject.name +
+                     ") has no contract entry point (NULL, or a table whose struct_size ends before it)");
+  json request = {{"contract", c.document}, {"pass", m.value("pass", "fprop")}};
+  if (o.sr_seed >= 0) request["sr_seed"] = o.sr_seed;
+  const std::string request_text = request.dump();
+  // The arrays' memory: names, formats, dtypes, shapes and data, kept alive through the call.
+  struct Buffer {
+    std::string name, format, dtype;
+    std::vector<std::uint64_t> shape;
+    std::vector<std::uint8_t> data;
+  };
+  auto buffer_of = [](const std::string& name, const Format& f, std::vector<std::uint64_t> shape) {
+    Buffer b{name, f.name, std::string(io::npy_descr(dtype_of(f)).value_or("?")), std::move(shape), {}};
+    std::uint64_t count = 1;
+    for (std::uint64_t d : b.shape) count *= d;
+    b.data.assign(count * (io::dtype_bits(dtype_of(f)) / 8), 0);
+    return b;
+  };
+  auto array_of = [](Buffer& b, const Format& f) {
+    const std::uint32_t width = io::dtype_bits(dtype_of(f)) / 8;
+    return lowbit_array{
+        b.name.c_str(), b.format.c_str(),      b.dtype.c_str(), width, static_cast<std::uint32_t>(b.shape.size()),
+        b.shape.data(), b.data.size() / width, b.data.data()};
+  };
+  std::vector<Buffer> ins, outs;
+  std::vector<const Format*> in_formats, out_formats;
+  for (const json& e : m.value("inputs", json::array())) {
+    const Format* f = find_format(e.value("format", ""));
+    const std::string file = e.value("path", ""), name = e.value("name", "");
+    if (!f || file.rfind("inputs/", 0) != 0 || file.find('/', 7) != std::string::npos)
+      throw InputError("--inputs: manifest.json: an input entry without a plain path or a known format");
+    const K::Array a = read_stage(o.inputs + "/" + file, *f, "--inputs");
+    if (!a.format) throw InputError("--inputs: '" + echo_text(o.inputs + "/" + file) + "' holds another dtype");
+    Buffer b = buffer_of(name, *f, a.shape);
+    const std::size_t width = io::dtype_bits(dtype_of(*f)) / 8;
+    for (std::size_t i = 0; i < a.codes.size(); ++i)
+      for (std::size_t k = 0; k < width; ++k) b.data[i * width + k] = static_cast<std::uint8_t>(a.codes[i] >> (8 * k));
+    ins.push_back(std::move(b));
+    in_formats.push_back(f);
+  }
+  for (const json& e : m["stages"]) {
+    const Format* f = find_format(e.value("format", ""));
+    const std::string file = e.value("path", "");
+    if (!f || file.size() < 4)
+      throw InputError("--inputs: manifest.json: a stage entry without a path or a known format");
+    // The stored stage's own shape (its file is verified against the manifest's checksum), not the manifest's.
+    const K::Array want = read_stage(o.inputs + "/" + file, *f, "--inputs");
+    outs.push_back(buffer_of(file.substr(0, file.size() - 4), *f, want.shape));
+    out_formats.push_back(f);
+  }
+  std::vector<lowbit_array> in_arrays, out_arrays;
+  for (std::size_t i = 0; i < ins.size(); ++i) in_arrays.push_back(array_of(ins[i], *in_formats[i]));
+  for (std::size_t i = 0; i < outs.size(); ++i) out_arrays.push_back(array_of(outs[i], *out_formats[i]));
+  const int rc = subject.contract(request_text.c_str(), in_arrays.data(), static_cast<std::uint32_t>(in_arrays.size()),
+                                  out_arrays.data(), static_cast<std::uint32_t>(out_arrays.size()));
+  if (rc != LOWBIT_PLUGIN_OK)
+    throw PluginFailure(
+        subject.name + "'s contract entry " +
+        (rc == LOWBIT_PLUGIN_UNSUPPORTED ? std::string("declined the contract") : "failed: " + subject.last_error()));
+  auto results = std::make_shared<std::map<std::string, K::Array>>();
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    if (out_arrays[i].count == 0) continue;  // not supplied; any other count is the buffer's own
+    const std::size_t width = io::dtype_bits(dtype_of(*out_formats[i])) / 8;
+    K::Array a{out_formats[i], outs[i].shape, std::vector<std::uint64_t>(outs[i].data.size() / width)};
+    for (std::size_t j = 0; j < a.codes.size(); ++j)
+      for (std::size_t k = 0; k < width; ++k) a.codes[j] |= std::uint64_t{outs[i].data[j * width + k]} << (8 * k);
+    (*results)[outs[i].name + ".npy"] = std::move(a);
+  }
+  return [results](const std::string& file, const Format&) -> std::optional<K::Array> {
+    const auto it = results->find(file);
+    if (it == results->end()) return std::nullopt;
+    return it->second;
+  };
+}
+
 int run_check(const ContractOptions& o) {
   const K::Contract c = load_contract(o.contract, "--contract");
   const json m = read_manifest(o.inputs);
   if (m.value("contract", "") != c.name)
     throw InputError("--inputs: '" + echo_text(o.inputs) + "' was written for contract " +
                      echo_text(m.value("contract", "?")) + ", not " + c.name);
+  if (o.results.empty() == o.plugin.empty())
+    throw InputError(o.plugin.empty() ? "--results: required (or --plugin)" : "--plugin: not with --results");
+  if (o.plugin.empty() && (o.sr_seed >= 0 || o.in_process))
+    throw InputError(std::string(o.in_process ? "--in-process" : "--sr-seed") + ": only with --plugin");
+  if (!(o.timeout > 0) || o.timeout > 86400) throw InputError("--timeout: must be a number of seconds in (0, 86400]");
+  // The stored files are verified before a plugin runs on the inputs.
+  for (const json& e : m["stages"]) {
+    const std::string file = e.value("path", "");
+    if (file.empty() || file.find('/') != std::string::npos || !find_format(e.value("format", "")))
+      throw InputError("--inputs: manifest.json: a stage entry without a plain path or a known format");
+    const std::string bytes = read_all(o.inputs + "/" + file, "--inputs");
+    if (Sha256::of(bytes) != e.value("sha256", ""))
+      throw InputError("--inputs: '" + echo_text(o.inputs + "/" + file) +
+                       "' does not match its checksum in manifest.json");
+  }
+  for (const json& e : m.value("inputs", json::array())) {
+    const std::string bytes = read_all(o.inputs + "/" + e.value("path", ""), "--inputs");
+    if (Sha256::of(bytes) != e.value("sha256", ""))
+      throw InputError("--inputs: '" + echo_text(o.inputs + "/" + e.value("path", "")) +
+                       "' does not match its checksum in manifest.json");
+  }
+  Supplier supplied;
+  try {
+    supplied = o.plugin.empty() ? folder_results(o.results) : plugin_results(o, c, m);
+  } catch (const PluginFailure& e) {
+    write_all("-", std::string("FAILED: ") + e.what() + "\n", "--out");
+    return 1;
+  }
   std::uint64_t compared = 0, differing = 0;
   std::string first_stage;
   bool output_compared = false;
@@ -249,18 +383,13 @@ int run_check(const ContractOptions& o) {
     const Format* f = find_format(e.value("format", ""));
     if (file.empty() || file.find('/') != std::string::npos || !f)
       throw InputError("--inputs: manifest.json: a stage entry without a plain path or a known format");
-    const std::string want_path = o.inputs + "/" + file;
-    const std::string bytes = read_all(want_path, "--inputs");
-    if (Sha256::of(bytes) != e.value("sha256", ""))
-      throw InputError("--inputs: '" + echo_text(want_path) + "' does not match its checksum in manifest.json");
-    const K::Array want = read_stage(want_path, *f, "--inputs");
-    const std::string got_path = o.results + "/" + file;
-    std::error_code ec;
-    if (!std::filesystem::exists(got_path, ec)) {
+    const K::Array want = read_stage(o.inputs + "/" + file, *f, "--inputs");
+    const std::optional<K::Array> result = supplied(file, *f);
+    if (!result) {
       text += file + ": not supplied\n";
       continue;
     }
-    const K::Array got = read_stage(got_path, *f, "--results");
+    const K::Array& got = *result;
     if (!got.format) {
       text +=
           file + ": error: holds another dtype than " + std::string(io::npy_descr(dtype_of(*f)).value_or("?")) + "\n";
@@ -337,8 +466,14 @@ void add_contract(CLI::App& app) {
       "Compare a kernel's stage files bit for bit: exit 0 all equal, 1 differences or no output compared, 2 bad input");
   check->add_option("--contract", o->contract, "The contract the run was made with")->required();
   check->add_option("--inputs", o->inputs, "The folder `lowbit contract run` wrote")->required();
-  check->add_option("--results", o->results, "The kernel's files, named as the stages (output.npy at least)")
-      ->required();
+  check->add_option("--results", o->results, "The kernel's files, named as the stages (output.npy at least)");
+  check->add_option("--plugin", o->plugin,
+                    "Instead of --results: a library whose contract entry (include/lowbit/plugin.h) runs the "
+                    "inputs, called in a worker process");
+  check->add_flag("--in-process", o->in_process, "With --plugin: call it in this process (for debugging)");
+  check->add_option("--timeout", o->timeout, "With --plugin: seconds the call may take (default 60)");
+  check->add_option("--sr-seed", o->sr_seed, "With --plugin: the seed the run was made with (stochastic rounding)")
+      ->check(whole_number(0, LLONG_MAX));
   check->callback([o] {
     int rc = 0;
     guarded([&] { rc = run_check(*o); });

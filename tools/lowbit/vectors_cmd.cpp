@@ -196,14 +196,6 @@ int run_check(const VectorsOptions& o) {
 
 // ---- the gate --------------------------------------------------------------------------------------
 
-// This executable in its hidden worker mode (`lowbit gate-worker PLUGIN`, gate::worker_main).
-std::vector<std::string> worker_command() {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) throw InputError("gate: cannot find this executable (/proc/self/exe) to start the worker: " + ec.message());
-  return {self.string(), "gate-worker"};
-}
-
 int run_gate(const VectorsOptions& o) {
   require_stdout();
   const std::size_t report_lines = max_report(o.max_report);
@@ -234,7 +226,7 @@ int run_gate(const VectorsOptions& o) {
   check_required(req, names);
   const gate::Subject subject = gate::load_plugin(
       o.plugin,
-      {o.in_process ? gate::Isolation::in_process : gate::Isolation::child_process, o.timeout, worker_command()});
+      {o.in_process ? gate::Isolation::in_process : gate::Isolation::child_process, o.timeout, gate_worker_command()});
   if (o.json != "-") std::cout << "plugin: " << subject.name << " (" << o.plugin << ")\n";
   std::vector<V::SuiteReport> reports;
   V::GateShard part;  // with --shard: what this shard ran

@@ -22,6 +22,11 @@ struct Subject {
   std::function<int(const char* recipe_json, const lowbit_array* inputs, std::uint32_t n_inputs,
                     lowbit_array* outputs, std::uint32_t n_outputs)>
       quantize, gemm;
+  // A pass of a precision contract (plugin.h's `contract` entry, read only from a table whose struct_size
+  // holds it): outputs the plugin leaves unwritten come back with count 0.
+  std::function<int(const char* request_json, const lowbit_array* inputs, std::uint32_t n_inputs,
+                    lowbit_array* outputs, std::uint32_t n_outputs)>
+      contract;
   // The message of the last LOWBIT_PLUGIN_ERROR ("(no message)" when the subject gives none).
   std::function<std::string()> last_error;
 };
@@ -49,7 +54,7 @@ int worker_main(const std::string& path);
 // A shared library exporting lowbit_plugin_entry as a subject (the library stays loaded while the subject or a
 // copy of it lives).  Throws ArgumentError ("plugin") for a file that is not there or cannot be loaded, that
 // lacks the entry symbol, speaks another ABI version, or returns a table with a struct_size smaller than this
-// ABI's table or a function pointer outside every loaded library (plugin.h's versioning rule: exit 2).  In a
+// ABI's first table (LOWBIT_PLUGIN_TABLE_SIZE_V1; a table of that size has no contract entry) or a function pointer outside every loaded library (plugin.h's versioning rule: exit 2).  In a
 // child process, a plugin that crashes, hangs or exits while it loads gives a subject whose every call fails
 // with that reason.
 Subject load_plugin(const std::string& path, const LoadOptions& options = {});
