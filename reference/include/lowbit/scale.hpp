@@ -109,7 +109,9 @@ inline constexpr Named<Variant> variant_names[] = {
     {Variant::fast_math, "fast-math", "the element multiplier as a bf16"},
     {Variant::four_over_six, "4over6", "per block map to 4 or 6, least absolute error"},
     {Variant::four_over_six_mse, "4over6-mse", "per block map to 4 or 6, least squared error"},
-    {Variant::torchao, "torchao", "torchao 0.18's arithmetic (NVFP4 S_dec = amax / 2688; MX to_mx's NaN, Inf and smallest scale, RCEIL's CPU fallback)"},
+    {Variant::torchao, "torchao",
+     "torchao 0.18's arithmetic (NVFP4 S_dec = amax / 2688; MX to_mx's NaN, Inf and smallest scale, RCEIL's CPU "
+     "fallback)"},
     {Variant::compressed_tensors, "compressed-tensors", "compressed-tensors 0.20.1 (vLLM checkpoints), its CPU path"},
     {Variant::modelopt, "modelopt", "ModelOpt 0.47.0's Hugging Face export (TensorRT-LLM checkpoints)"},
 };
@@ -587,6 +589,26 @@ struct DelayedState {
   bool max_algorithm = true;  // false: most_recent
   int margin = 0;
 };
+
+// The state update of one delayed-scaling step after a tensor was quantized with st.scale: record
+// `tensor_amax`, compute the next scale for `element` (fp32(fp32(max * 2^-margin) / a), kept when a is not
+// finite and positive, FLT_MAX for an infinite quotient), roll the history.  What quantize() does for the
+// delayed scheme once the elements are converted; an empty history starts as 1024 zeros.
+void delayed_update(DelayedState& st, float tensor_amax, const Format& element);
+
+// PyTorch's loss scaler (torch.amp.GradScaler): its state_dict's five entries.  The factors are Python
+// floats (doubles); the scale is its f32 tensor, the growth tracker its int32 tensor.
+struct GradScalerState {
+  float scale = 65536.0f;  // init_scale 2**16
+  std::int32_t growth_tracker = 0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  std::int64_t growth_interval = 2000;
+};
+
+// GradScaler.update() after a step whose gradients held an Inf or NaN (`found_inf`) or did not, as torch's
+// CPU kernel computes it (docs/semantics.md §4.10).  growth_tracker must be below INT32_MAX.
+void grad_scaler_update(GradScalerState& st, bool found_inf);
 
 struct Quantized {
   Scheme scheme = Scheme::tensor;
