@@ -285,6 +285,7 @@ def test_verify_state_scale_as_restored(tmp_path):
     ({"layers": {"w": {"history": ["0x1"], "scale": "1.0"}}}, "layers.w.scale"),
     ({"layers": {"w": {"history": [bits(0)], "scale": bits(1), "algorithm": "mean"}}}, "layers.w.algorithm"),
     ({"layers": {"w": {"history": [bits(0)], "scale": bits(1), "element": "nope"}}}, "layers.w.element"),
+    ({"layers": {"w": {"history": [bits(0)], "scale": bits(1), "element": "bf16"}}}, "layers.w.element"),
     ({"layers": {"w": {"history": [bits(0)], "scale": bits(1), "extra": 1}}}, "layers.w.extra"),
     (scaler(1.0, growth=1.0), "grad_scaler.growth_factor"),
     (scaler(1.0, backoff=1.0), "grad_scaler.backoff_factor"),

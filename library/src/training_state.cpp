@@ -64,7 +64,8 @@ void check_scaler(const S::GradScalerState& g, const std::string& file) {
 const Format& element_named(const std::string& name, const std::string& file, const std::string& key) {
   const Format* f = find_format(name);
   if (!f) fail(file, key, "unknown format '" + name + "'");
-  if (!(max_value(*f) > 0.0) || f->storage_bits() > 16) fail(file, key, "'" + name + "' is not an element format");
+  if (!(max_value(*f) > 0.0) || f->storage_bits() > 8)
+    fail(file, key, "'" + name + "' is not an element format of at most 8 bits");
   return *f;
 }
 

@@ -24,8 +24,8 @@ struct StateOptions {
 
 const Format& element_option(const std::string& name) {
   const Format* f = find_format(name);
-  if (!f || !(max_value(*f) > 0.0) || f->storage_bits() > 16)
-    throw InputError("--element: '" + name + "' is not an element format");
+  if (!f || !(max_value(*f) > 0.0) || f->storage_bits() > 8)
+    throw InputError("--element: '" + echo_text(name) + "' is not an element format of at most 8 bits");
   return *f;
 }
 
