@@ -98,6 +98,27 @@ def test_step_matches_quantize_state(tmp_path):
     assert len(stepped["history"]) == 1024 and stepped["element"] == "e4m3"
 
 
+def test_quantize_state_in_safetensors(tmp_path):
+    # quantize --state NAME.safetensors keeps the same state as the JSON file, in lowbit state's safetensors form.
+    xs = " ".join(bits(v) for v in (1.0, -2.0, 0.5, 3.0))
+    outs = {}
+    for name in ("q.json", "q.safetensors"):
+        for _ in range(3):
+            rc, out, err = run("quantize", "--scheme", "delayed", "--state", tmp_path / name, "--in", "-", "--out", "-",
+                               stdin=xs)
+            assert rc == 0, err
+            outs.setdefault(name, []).append(out)
+    assert outs["q.json"] == outs["q.safetensors"]
+    rc, out, err = run("state", "convert", "--in", tmp_path / "q.safetensors")
+    assert rc == 0 and json.loads(out) == json.loads((tmp_path / "q.json").read_text()) | {"element": "e4m3"}
+    # A state of two layers is not one quantize can step.
+    run("state", "convert", "--in", write(tmp_path / "two.json", {"layers": {"a": layer([0], 1.0), "b": layer([0], 1.0)}}),
+        "--out", tmp_path / "two.safetensors")
+    rc, _, err = run("quantize", "--scheme", "delayed", "--state", tmp_path / "two.safetensors", "--in", "-", "--out", "-",
+                     stdin=xs)
+    assert rc == 2 and "2 layer(s)" in err
+
+
 # ---- GradScaler, derived by hand and exactly ---------------------------------------------------------
 
 def scaler(scale, tracker=0, growth=2.0, backoff=0.5, interval=2000):

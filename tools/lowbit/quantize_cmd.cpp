@@ -31,6 +31,7 @@
 #include "lowbit/registry.hpp"
 #include "lowbit/scale.hpp"
 #include "quantize_common.hpp"
+#include "state_files.hpp"
 
 namespace lowbit::cli {
 
@@ -90,7 +91,15 @@ S::DelayedState read_state(const std::string& path) {
   S::DelayedState st;
   if (path.empty()) return st;
   std::error_code ec;
-  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return st;  // a new state file (no open: a FIFO would block)
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
+    return st;                      // a new state file (no open: a FIFO would block)
+  if (is_safetensors_name(path)) {  // lowbit state's safetensors form, one layer (lowbit/training_state.hpp)
+    const training::TrainingState t = read_state_file(path, "--state", formats::e4m3);
+    if (t.layers.size() != 1 || t.grad_scaler)
+      throw InputError("--state: '" + path + "' holds " + std::to_string(t.layers.size()) + " layer(s)" +
+                       (t.grad_scaler ? " and a grad_scaler" : "") + "; quantize steps one");
+    return t.layers.begin()->second.delayed;
+  }
   json j;
   try {
     j = parse_json(read_all(path, "--state"), "--state");
@@ -118,6 +127,19 @@ json state_json(const S::DelayedState& st) {
           {"scale", hex(std::bit_cast<std::uint32_t>(st.scale), 8)},
           {"algorithm", st.max_algorithm ? "max" : "most_recent"},
           {"margin", st.margin}};
+}
+
+// Writes the state after the step: safetensors for a .safetensors name (the unnamed layer of lowbit state's
+// form, with the element quantize used), else the JSON object above.
+void save_state(const std::string& path, const S::DelayedState& st, const Format& element,
+                const std::vector<std::string>& inputs) {
+  if (is_safetensors_name(path)) {
+    training::TrainingState t;
+    t.layers[""] = training::LayerState{st, &element};
+    write_state_file(path, t, "--state", inputs);
+    return;
+  }
+  write_all(path, state_json(st).dump(1) + "\n", "--state", inputs);
 }
 
 }  // namespace
@@ -230,7 +252,7 @@ void run_quantize_text(const QuantizeOptions& o) {
     const json sj = state_json(st);
     out["amax_history"] = sj["history"];
     out["scale"] = sj["scale"];
-    if (!o.state.empty()) write_all(o.state, sj.dump(1) + "\n", "--state", {o.in});
+    if (!o.state.empty()) save_state(o.state, st, *so.element, {o.in});
   }
   write_all(o.out, out.dump() + "\n", "--out", {o.in, o.state});
 }
@@ -239,8 +261,9 @@ void run_dequantize_text(const DequantizeOptions& o) {
   json j;
   try {
     j = parse_json(read_all(o.in, "--in"), "--in");
-  } catch (const json::parse_error& e) { throw InputError("--in: malformed JSON at byte " + std::to_string(e.byte)); }
-  catch (const json::exception& e) { throw InputError(std::string("--in: malformed JSON: ") + e.what()); }
+  } catch (const json::parse_error& e) {
+    throw InputError("--in: malformed JSON at byte " + std::to_string(e.byte));
+  } catch (const json::exception& e) { throw InputError(std::string("--in: malformed JSON: ") + e.what()); }
   if (!j.is_object()) throw InputError("--in: expected the JSON object that quantize writes");
   auto need = [&](const char* key) -> const json& {
     if (!j.contains(key)) throw InputError(std::string("--in: \"") + key + "\" is missing");
@@ -390,9 +413,7 @@ quantized::Source read_input_npy(const std::string& path, const std::string& in_
   }
   try {
     return quantized::read_source_npy(path, named);
-  } catch (const ArgumentError& e) {
-    throw InputError("--in-format: " + std::string(e.what()));
-  }
+  } catch (const ArgumentError& e) { throw InputError("--in-format: " + std::string(e.what())); }
 }
 
 struct OutFile {
@@ -411,9 +432,7 @@ void write_dir_atomic(const std::string& dir, const std::vector<OutFile>& files,
       out.add(f.name, std::span<const std::span<const std::uint8_t>>(&part, 1));
     }
     out.commit();
-  } catch (const io::FileError& e) {
-    throw InputError(std::string("--out: ") + e.what());
-  }
+  } catch (const io::FileError& e) { throw InputError(std::string("--out: ") + e.what()); }
 }
 
 std::vector<std::uint8_t> npy_bytes(const io::Tensor& t) { return io::encode_npy(t.dtype, t.shape, t.bytes); }
@@ -476,8 +495,7 @@ void run_quantize_files(const QuantizeOptions& o) {
   const std::string text = out.dump(1) + "\n";
   files.push_back({"quantized.json", std::vector<std::uint8_t>(text.begin(), text.end())});
   write_dir_atomic(o.out, files, o.in);
-  if (so.scheme == S::Scheme::delayed && !o.state.empty())
-    write_all(o.state, state_json(st).dump(1) + "\n", "--state", {o.in});
+  if (so.scheme == S::Scheme::delayed && !o.state.empty()) save_state(o.state, st, *so.element, {o.in});
 }
 
 // ---- checkpoint mode: A.safetensors -> B.safetensors ---------------------------------------------
