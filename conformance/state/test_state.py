@@ -312,6 +312,8 @@ def test_verify_state_scale_as_restored(tmp_path):
     (scaler(1.0, backoff=1.0), "grad_scaler.backoff_factor"),
     (scaler(1.0, interval=0), "grad_scaler.growth_interval"),
     (scaler(1.0, tracker=-1), "grad_scaler.growth_tracker"),
+    (scaler(1.0, tracker=2**64 + 1), "grad_scaler.growth_tracker"),
+    (scaler(1.0, interval=2.5), "grad_scaler.growth_interval"),
     ({"grad_scaler": {"scale": bits(1)}}, "grad_scaler.growth_tracker"),
     ({"layer": {}}, "layer"),
 ])

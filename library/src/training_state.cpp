@@ -41,12 +41,14 @@ float f32_field(const json& j, const std::string& file, const std::string& key) 
 std::int64_t int_field(const json& j, const std::string& file, const std::string& key, std::int64_t lo,
                        std::int64_t hi) {
   if (!j.is_number_integer()) fail(file, key, "expected a whole number");
-  const std::int64_t v = j.is_number_unsigned() && j.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)
-                             ? hi + (hi < std::numeric_limits<std::int64_t>::max() ? 1 : 0)
-                             : j.get<std::int64_t>();
-  if (v < lo || v > hi)
-    fail(file, key, std::to_string(v) + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
-  return v;
+  const bool beyond_int64 =
+      j.is_number_unsigned() &&
+      j.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  if (!beyond_int64) {
+    const std::int64_t v = j.get<std::int64_t>();
+    if (v >= lo && v <= hi) return v;
+  }
+  fail(file, key, j.dump() + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
 }
 
 double factor_field(const json& j, const std::string& file, const std::string& key) {
