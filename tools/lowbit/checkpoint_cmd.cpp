@@ -3,6 +3,10 @@
 // scales differ — the check one runs on an exporter's output.  Exit 0: identical; 1: differences;
 // 2: a bad file or metadata (the message names the file and the key).
 //
+// `lowbit verify-checkpoint --state SAVED --restored RESTORED --steps STEPS`: a training state instead of weights
+// (lowbit/training_state.hpp): both states run through the steps after the checkpoint, every next-step scale
+// compared, the first layer and step that differ named.  Same exit codes.
+//
 // B's convention for a quantized weight W (reference/README.md "Files"):
 //   tensors   W.data          codes: U8 (I8 / F8_E4M3 / F8_E5M2 accepted for those elements), W's
 //                             shape; or U8 packed along the last dimension (W.packing)
