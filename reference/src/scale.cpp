@@ -21,6 +21,7 @@ namespace lowbit::scale {
 
 namespace {
 
+
 std::uint32_t bits_of(float f) { return std::bit_cast<std::uint32_t>(f); }
 float float_of(std::uint32_t b) { return std::bit_cast<float>(b); }
 
@@ -284,8 +285,7 @@ void band_amaxes(const Tensor& x, int r0, int r1, int bc, const Gather& g, Block
 // on_nonfinite = 1.  (The arrays are distinct: __restrict lets the byte loads vectorise instead of reloading
 // every pointer after each store.)
 template <MxRule R>
-[[gnu::always_inline]] inline bool mx_codes_fixed(const std::uint32_t* __restrict amax,
-                                                  const std::uint8_t* __restrict nan,
+[[gnu::always_inline]] inline bool mx_codes_fixed(const std::uint32_t* __restrict amax, const std::uint8_t* __restrict nan,
                                                   const std::uint8_t* __restrict nonfinite, std::uint8_t on_nan,
                                                   std::uint8_t on_nonfinite, const std::uint8_t* __restrict e8m0,
                                                   std::size_t n, int emax, float elem_max, int mantissa_bits,
@@ -360,13 +360,12 @@ struct MxRowState {
 
 // Each block's element multiplier (rules::mx_multiplier) and the row's summary, in one loop without branches
 // (it vectorises; a select inside the maximum, max(e, c == 0xFF ? 0 : c), kept gcc 12 from vectorising it).
-LOWBIT_SCALE_CLONES MxRowSummary mx_row_multipliers(const std::uint64_t* __restrict sc,
-                                                    const std::uint8_t* __restrict nan, std::size_t n,
-                                                    float* __restrict mults) {
+LOWBIT_SCALE_CLONES MxRowSummary mx_row_multipliers(const std::uint64_t* __restrict sc, const std::uint8_t* __restrict nan,
+                                                    std::size_t n, float* __restrict mults) {
   std::uint32_t nan_any = 0, nan_block = 0, e_max = 0;
   for (std::size_t k = 0; k < n; ++k) {
     const auto c = static_cast<std::uint32_t>(sc[k]);  // an e8m0 code, 0 to 0xFF
-    const std::uint32_t keep = ((c + 1u) >> 8) - 1u;   // all ones unless c is 0xFF (NaN)
+    const std::uint32_t keep = ((c + 1u) >> 8) - 1u;    // all ones unless c is 0xFF (NaN)
     nan_any |= ~keep;
     nan_block |= nan[k];
     e_max = std::max(e_max, c & keep);
@@ -577,8 +576,7 @@ class Streaming {
   // each scheme specifies, then the element conversion.  A NaN factor gives its own NaN whatever the element
   // (the product of two NaNs is the factor's, as the reference computes it).
   void convert_rows(int br, int bc, int nbc, const std::vector<float>& f) {
-    for (int r = 0; r < R_; ++r)
-      scaled_row(r, &f[static_cast<std::size_t>(r / br) * static_cast<std::size_t>(nbc)], bc);
+    for (int r = 0; r < R_; ++r) scaled_row(r, &f[static_cast<std::size_t>(r / br) * static_cast<std::size_t>(nbc)], bc);
   }
 
   template <class BandMults, class AfterRow>
@@ -709,8 +707,8 @@ void Streaming::current() {
     }
 }
 
-// TE delayed scaling: quantize with the current scale, then the state step (delayed_update: record this tensor's
-// amax in slot 0, update the scale from the history and roll it; delayed_scaling.cu).
+// TE delayed scaling: quantize with the current scale, then the state step (delayed_update: record this
+// tensor's amax in slot 0, update the scale from the history and roll it; delayed_scaling.cu).
 void Streaming::delayed(DelayedState& st) {
   if (st.history.empty()) st.history.assign(1024, 0.0f);
   const float s = st.scale;
@@ -843,7 +841,7 @@ void Streaming::nvfp4() {
   if (!any_ || (o_.amax_propagates_nan && std::find(t.nan.begin(), t.nan.end(), 1) != t.nan.end()))
     global = block_amax(0, R_, 0, C_, Reach::all);
   else global = float_of(*std::max_element(t.bits.begin(), t.bits.end()));
-  if (o_.tensor_amax) global = *o_.tensor_amax;          // fused projections' shared amax
+  if (o_.tensor_amax) global = *o_.tensor_amax;  // fused projections' shared amax
   const bool torchao = variant.order == Order::torchao;  // S_dec = amax / 2688 itself
   const float s_dec = torchao ? rules::torchao_tensor_dec(global)
                               : 1.0f / rules::nvfp4_s_enc(global, variant.scale_max, elem_max_);  // 2688 (1536) / amax
@@ -988,8 +986,7 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
   // and their definition (scale_reference.cpp) is their only path.
   if (variant_row(o.variant).exporter) return quantize_reference(xin, o, rbits, state);
   // torchao's to_mx neither: its NaN and Inf blocks and its RCEIL fallback are its definition's alone.
-  if (o.variant == Variant::torchao && scheme_row(o.scheme).family == Family::mx)
-    return quantize_reference(xin, o, rbits, state);
+  if (o.variant == Variant::torchao && scheme_row(o.scheme).family == Family::mx) return quantize_reference(xin, o, rbits, state);
   Tensor transformed;
   const bool transforms = o.hadamard != Hadamard::none;
   if (transforms) transformed = hadamard_transform(xin, o.hadamard);

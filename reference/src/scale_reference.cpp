@@ -303,24 +303,19 @@ void Reference::mx_torchao() {
     for (int c0 = 0; c0 < cols(); c0 += o_.block) {
       const int c1 = std::min(cols(), c0 + o_.block);
       float a = 0.0f;  // torch.amax(|x|): the first NaN is the amax
-      for (int c = c0; c < c1 && !std::isnan(a); ++c)
-        a = std::isnan(at(r, c)) ? std::fabs(at(r, c)) : std::fmax(a, std::fabs(at(r, c)));
+      for (int c = c0; c < c1 && !std::isnan(a); ++c) a = std::isnan(at(r, c)) ? std::fabs(at(r, c)) : std::fmax(a, std::fabs(at(r, c)));
       if (o_.mx_rule == MxRule::rceil) {
         const float descale = a / elem_max();
         const std::uint64_t e =
             std::isnan(a) ? 0xFF : rules::mx_scale_torchao(a, emax, elem_max(), el_.mantissa_bits, MxRule::rceil);
         q_.scales.push_back(e);
-        const float mult = e == 0xFF  ? descale
-                           : e == 254 ? 0x1p-127f
-                           : e == 0   ? 1.0f
-                                      : std::ldexp(1.0f, 127 - static_cast<int>(e));
+        const float mult = e == 0xFF ? descale : e == 254 ? 0x1p-127f : e == 0 ? 1.0f : std::ldexp(1.0f, 127 - static_cast<int>(e));
         // torch's x * NaN is the multiplier's NaN even where x is a NaN too (a NaN element of a NaN block
         // comes out positive, as the descale of |x|'s amax is): product().
         for (int c = c0; c < c1; ++c) set(r, c, element(product(at(r, c), mult), r, c));
         continue;
       }
-      const std::uint64_t e =
-          std::isnan(a) ? 0xFF : rules::mx_scale_torchao(a, emax, elem_max(), el_.mantissa_bits, o_.mx_rule);
+      const std::uint64_t e = std::isnan(a) ? 0xFF : rules::mx_scale_torchao(a, emax, elem_max(), el_.mantissa_bits, o_.mx_rule);
       q_.scales.push_back(e);
       const int shift = e == 0 ? -126 : static_cast<int>(e) - 127;  // the divisor 2^shift (e < 0xFF)
       for (int c = c0; c < c1; ++c) {

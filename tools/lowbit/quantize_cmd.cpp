@@ -91,9 +91,9 @@ S::DelayedState read_state(const std::string& path) {
   S::DelayedState st;
   if (path.empty()) return st;
   std::error_code ec;
-  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
-    return st;                      // a new state file (no open: a FIFO would block)
-  if (is_safetensors_name(path)) {  // lowbit state's safetensors form, one layer (lowbit/training_state.hpp)
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return st;  // a new state file (no open: a FIFO would block)
+  // lowbit state's safetensors form, one layer (lowbit/training_state.hpp).
+  if (is_safetensors_name(path)) {
     const training::TrainingState t = read_state_file(path, "--state", formats::e4m3);
     if (t.layers.size() != 1 || t.grad_scaler)
       throw InputError("--state: '" + path + "' holds " + std::to_string(t.layers.size()) + " layer(s)" +
@@ -261,9 +261,8 @@ void run_dequantize_text(const DequantizeOptions& o) {
   json j;
   try {
     j = parse_json(read_all(o.in, "--in"), "--in");
-  } catch (const json::parse_error& e) {
-    throw InputError("--in: malformed JSON at byte " + std::to_string(e.byte));
-  } catch (const json::exception& e) { throw InputError(std::string("--in: malformed JSON: ") + e.what()); }
+  } catch (const json::parse_error& e) { throw InputError("--in: malformed JSON at byte " + std::to_string(e.byte)); }
+  catch (const json::exception& e) { throw InputError(std::string("--in: malformed JSON: ") + e.what()); }
   if (!j.is_object()) throw InputError("--in: expected the JSON object that quantize writes");
   auto need = [&](const char* key) -> const json& {
     if (!j.contains(key)) throw InputError(std::string("--in: \"") + key + "\" is missing");
@@ -413,7 +412,9 @@ quantized::Source read_input_npy(const std::string& path, const std::string& in_
   }
   try {
     return quantized::read_source_npy(path, named);
-  } catch (const ArgumentError& e) { throw InputError("--in-format: " + std::string(e.what())); }
+  } catch (const ArgumentError& e) {
+    throw InputError("--in-format: " + std::string(e.what()));
+  }
 }
 
 struct OutFile {
@@ -432,7 +433,9 @@ void write_dir_atomic(const std::string& dir, const std::vector<OutFile>& files,
       out.add(f.name, std::span<const std::span<const std::uint8_t>>(&part, 1));
     }
     out.commit();
-  } catch (const io::FileError& e) { throw InputError(std::string("--out: ") + e.what()); }
+  } catch (const io::FileError& e) {
+    throw InputError(std::string("--out: ") + e.what());
+  }
 }
 
 std::vector<std::uint8_t> npy_bytes(const io::Tensor& t) { return io::encode_npy(t.dtype, t.shape, t.bytes); }

@@ -109,9 +109,7 @@ inline constexpr Named<Variant> variant_names[] = {
     {Variant::fast_math, "fast-math", "the element multiplier as a bf16"},
     {Variant::four_over_six, "4over6", "per block map to 4 or 6, least absolute error"},
     {Variant::four_over_six_mse, "4over6-mse", "per block map to 4 or 6, least squared error"},
-    {Variant::torchao, "torchao",
-     "torchao 0.18's arithmetic (NVFP4 S_dec = amax / 2688; MX to_mx's NaN, Inf and smallest scale, RCEIL's CPU "
-     "fallback)"},
+    {Variant::torchao, "torchao", "torchao 0.18's arithmetic (NVFP4 S_dec = amax / 2688; MX to_mx's NaN, Inf and smallest scale, RCEIL's CPU fallback)"},
     {Variant::compressed_tensors, "compressed-tensors", "compressed-tensors 0.20.1 (vLLM checkpoints), its CPU path"},
     {Variant::modelopt, "modelopt", "ModelOpt 0.47.0's Hugging Face export (TensorRT-LLM checkpoints)"},
 };
