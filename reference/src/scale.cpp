@@ -707,8 +707,8 @@ void Streaming::current() {
     }
 }
 
-// TE delayed scaling: quantize with the current scale, record this tensor's amax in slot 0, then update the
-// scale from the history and roll it (delayed_scaling.cu).
+// TE delayed scaling: quantize with the current scale, then the state step (delayed_update: record this
+// tensor's amax in slot 0, update the scale from the history and roll it; delayed_scaling.cu).
 void Streaming::delayed(DelayedState& st) {
   if (st.history.empty()) st.history.assign(1024, 0.0f);
   const float s = st.scale;
@@ -721,23 +721,7 @@ void Streaming::delayed(DelayedState& st) {
     convert_rows(R_, C_, 1, std::vector<float>{s});
     tensor_amax = amax_of(block_amaxes(x_, R_, C_, Reach::all), 0, 0, R_, 0, C_, Reach::all);
   }
-  st.history[0] = rules::fmax_nan_drop(st.history[0], tensor_amax);  // a signaling NaN too
-  float a = st.history[0];
-  if (st.max_algorithm) {
-    a = 0.0f;
-    for (float h : st.history) a = rules::fmax_nan_drop(a, h);  // fmaxf: NaN entries ignored, Inf kept
-  }
-  const float scaled_max = elem_max_ * std::ldexp(1.0f, -st.margin);
-  if (std::isfinite(a) && a > 0.0f) {
-    float ns = scaled_max / a;
-    if (std::isinf(ns)) ns = FLT_MAX;
-    st.scale = ns;
-  }
-  std::vector<float> rolled(st.history.size());
-  for (std::size_t i = 0; i + 1 < st.history.size(); ++i) rolled[i] = st.history[i + 1];
-  rolled.back() = st.history[0];
-  rolled[0] = 0.0f;
-  st.history = rolled;
+  delayed_update(st, tensor_amax, el_);  // the state step quantize_reference() and `lowbit state step` share
 }
 
 // OCP MX, one row of blocks at a time: the scales of the row (mx_row_codes, through the batch conversion

@@ -247,21 +247,7 @@ void Reference::delayed(DelayedState& st) {
   q_.scales.push_back(bits_of(1.0f / s));
   for (int r = 0; r < rows(); ++r)
     for (int c = 0; c < cols(); ++c) set(r, c, element(product(at(r, c), s), r, c));
-  const float tensor_amax = amax(0, rows(), 0, cols(), AmaxOf::elements);
-  st.history[0] = rules::fmax_nan_drop(st.history[0], tensor_amax);
-  float a = st.history[0];
-  if (st.max_algorithm) {
-    a = 0.0f;
-    for (float h : st.history) a = rules::fmax_nan_drop(a, h);
-  }
-  const float scaled_max = elem_max() * std::ldexp(1.0f, -st.margin);
-  if (std::isfinite(a) && a > 0.0f) {
-    const float next = scaled_max / a;
-    st.scale = std::isinf(next) ? FLT_MAX : next;
-  }
-  const std::vector<float> old = st.history;
-  for (std::size_t i = 0; i < old.size(); ++i) st.history[i] = old[(i + 1) % old.size()];
-  st.history[0] = 0.0f;
+  delayed_update(st, amax(0, rows(), 0, cols(), AmaxOf::elements), el_);
 }
 
 // OCP MX: per block of one row, the e8m0 scale e = rules::mx_scale of the block's amax (the finite elements'
@@ -533,6 +519,47 @@ void Reference::nvfp4_1level() {
 }
 
 }  // namespace
+
+// The state half of TE's delayed scaling (delayed_scaling.cu, kernel amax_and_scale_update): the amax goes
+// into history slot 0 (fmaxf with what is there), the scale is computed from the history before it rolls
+// (its fmaxf under max, slot 0 under most_recent), then the history rolls by one: new[i] = old[i + 1],
+// new[last] = old[0], and new slot 0 is zeroed for the next step's amax.
+void delayed_update(DelayedState& st, float tensor_amax, const Format& element) {
+  if (st.history.empty()) st.history.assign(1024, 0.0f);
+  st.history[0] = rules::fmax_nan_drop(st.history[0], tensor_amax);
+  float a = st.history[0];
+  if (st.max_algorithm) {
+    a = 0.0f;
+    for (float h : st.history) a = rules::fmax_nan_drop(a, h);
+  }
+  const float scaled_max = static_cast<float>(max_value(element)) * std::ldexp(1.0f, -st.margin);
+  if (std::isfinite(a) && a > 0.0f) {
+    const float next = scaled_max / a;
+    st.scale = std::isinf(next) ? FLT_MAX : next;
+  }
+  const std::vector<float> old = st.history;
+  for (std::size_t i = 0; i < old.size(); ++i) st.history[i] = old[(i + 1) % old.size()];
+  st.history[0] = 0.0f;
+}
+
+// torch's _amp_update_scale_ on the CPU (aten/src/ATen/native/cpu/AmpGradScalerKernels.cpp,
+// _amp_update_scale_cpu_kernel, which torch/amp/grad_scaler.py GradScaler.update calls): the factors are
+// doubles, so each product is float * double in double, then one conversion to float.
+void grad_scaler_update(GradScalerState& st, bool found_inf) {
+  if (found_inf) {
+    st.scale = static_cast<float>(static_cast<double>(st.scale) * st.backoff_factor);
+    st.growth_tracker = 0;
+    return;
+  }
+  const std::int64_t successful = static_cast<std::int64_t>(st.growth_tracker) + 1;
+  if (successful == st.growth_interval) {
+    const float grown = static_cast<float>(static_cast<double>(st.scale) * st.growth_factor);
+    if (std::isfinite(grown)) st.scale = grown;  // torch: "Do not grow the scale past fp32 bounds to inf"
+    st.growth_tracker = 0;
+  } else {
+    st.growth_tracker = static_cast<std::int32_t>(successful);
+  }
+}
 
 Quantized quantize_reference(const Tensor& xin, const Options& oin, const std::vector<std::uint32_t>* rbits,
                              DelayedState* state) {

@@ -3,6 +3,10 @@
 // scales differ — the check one runs on an exporter's output.  Exit 0: identical; 1: differences;
 // 2: a bad file or metadata (the message names the file and the key).
 //
+// `lowbit verify-checkpoint --state SAVED --restored RESTORED --steps STEPS`: a training state instead of weights
+// (lowbit/training_state.hpp): both states run through the steps after the checkpoint, every next-step scale
+// compared, the first layer and step that differ named.  Same exit codes.
+//
 // B's convention for a quantized weight W (reference/README.md "Files"):
 //   tensors   W.data          codes: U8 (I8 / F8_E4M3 / F8_E5M2 accepted for those elements), W's
 //                             shape; or U8 packed along the last dimension (W.packing)
@@ -30,6 +34,7 @@
 #include "lowbit/pack.hpp"
 #include "lowbit/scale.hpp"
 #include "quantize_common.hpp"
+#include "state_files.hpp"
 
 namespace lowbit::cli {
 
@@ -46,6 +51,7 @@ struct VerifyOptions {
   std::vector<std::string> fused;  // "a,b,c" groups, or "none"
   long long max_report = -1;       // < 0: every differing block
   bool as_json = false;
+  std::string state, restored, steps;  // --state mode
 };
 
 std::string block_line(const TensorReport& t, const BlockDiff& d) {
@@ -88,7 +94,64 @@ json block_json(const TensorReport& t, const BlockDiff& d) {
   return j;
 }
 
+std::string scale_text(std::uint32_t bits) { return hex(bits, 8) + " (" + value_text(formats::f32, bits) + ")"; }
+
+std::string layer_text(const std::string& layer) {
+  return layer == "grad_scaler" ? std::string("grad_scaler")
+         : layer.empty()        ? std::string("the layer")
+                                : "layer '" + layer + "'";
+}
+
+// --state SAVED --restored RESTORED --steps STEPS: both states run through the steps; every scale (each
+// layer's delayed scale, the loss scale) is compared as restored and after each step.
+int run_verify_state(const VerifyOptions& o) {
+  if (!o.source.empty() || !o.quantized.empty()) throw InputError("--state: not with --source or --quantized");
+  if (o.restored.empty()) throw InputError("--restored: required with --state (the state as the trainer restored it)");
+  if (o.steps.empty()) throw InputError("--steps: required with --state (the steps after the checkpoint)");
+  const training::TrainingState saved = read_state_file(o.state, "--state", formats::e4m3);
+  const training::TrainingState restored = read_state_file(o.restored, "--restored", formats::e4m3);
+  const std::vector<training::Step> steps = read_steps_file(o.steps, "--steps");
+  training::StateComparison c;
+  try {
+    c = training::compare_runs(saved, restored, steps);
+  } catch (const std::invalid_argument& e) { throw InputError(std::string("--steps / --restored: ") + e.what()); }
+  if (o.as_json) {
+    json out = {{"state", o.state},           {"restored", o.restored},       {"steps", c.steps},
+                {"identical", c.identical()}, {"state_notes", c.state_notes}, {"differences", json::array()}};
+    for (const training::Divergence& d : c.first_per_layer)
+      out["differences"].push_back({{"layer", d.layer},
+                                    {"after_step", d.step},
+                                    {"expected", hex(d.expected, 8)},
+                                    {"actual", hex(d.actual, 8)},
+                                    {"expected_value", value_text(formats::f32, d.expected)},
+                                    {"actual_value", value_text(formats::f32, d.actual)}});
+    std::cout << out.dump(1) << "\n";
+  } else {
+    std::string s;
+    for (const std::string& n : c.state_notes) s += "state: " + n + "\n";
+    for (const training::Divergence& d : c.first_per_layer)
+      s += layer_text(d.layer) + ": scale first differs " +
+           (d.step == 0 ? std::string("as restored") : "after step " + std::to_string(d.step)) + ": expected " +
+           scale_text(d.expected) + " actual " + scale_text(d.actual) + "\n";
+    s += "verify-checkpoint --state: " + std::to_string(c.steps) + " step(s), ";
+    if (c.identical()) {
+      s += "every next-step scale identical\n";
+    } else {
+      const training::Divergence& d = c.first_per_layer.front();
+      s += "first difference: " + layer_text(d.layer) + " " +
+           (d.step == 0 ? std::string("as restored") : "after step " + std::to_string(d.step)) + "\n";
+    }
+    std::cout << s;
+  }
+  std::cout.flush();
+  return c.identical() ? 0 : 1;
+}
+
 int run_verify(const VerifyOptions& o) {
+  if (!o.state.empty()) return run_verify_state(o);
+  if (o.source.empty()) throw InputError("--source is required (or --state for a training state)");
+  if (o.quantized.empty()) throw InputError("--quantized is required (or --state for a training state)");
+  if (!o.restored.empty() || !o.steps.empty()) throw InputError("--restored / --steps: only with --state");
   checkpoint::CheckpointOptions copt;
   if (!o.fused.empty()) {
     copt.fused.clear();
@@ -176,13 +239,11 @@ void add_verify_checkpoint(CLI::App& app) {
                                "file or metadata)");
   v->add_option("--source", o->source,
                 "The unquantized weights (F32, BF16, F16): a safetensors file, or a directory with model.safetensors "
-                "or model.safetensors.index.json")
-      ->required();
+                "or model.safetensors.index.json");
   v->add_option(
-       "--quantized", o->quantized,
-       "lowbit's B.safetensors (W.data, W.block_scales, W.tensor_scale, metadata), or an exporter's "
-       "checkpoint directory (compressed-tensors: config.json and its safetensors; ModelOpt: hf_quant_config.json)")
-      ->required();
+      "--quantized", o->quantized,
+      "lowbit's B.safetensors (W.data, W.block_scales, W.tensor_scale, metadata), or an exporter's "
+      "checkpoint directory (compressed-tensors: config.json and its safetensors; ModelOpt: hf_quant_config.json)");
   v->add_option("--fused", o->fused,
                 "Projections sharing one NVFP4 global scale (weight_global_scale, ModelOpt's weight_scale_2), "
                 "comma-separated module names, repeatable "
@@ -190,6 +251,11 @@ void add_verify_checkpoint(CLI::App& app) {
   v->add_option("--max-report", o->max_report, "List at most N differing blocks (default: all)")
       ->check(whole_number(0, std::numeric_limits<int>::max()));
   v->add_flag("--json", o->as_json, "Print one JSON object");
+  v->add_option("--state", o->state,
+                "Instead of weights: a training state as the uninterrupted run saved it (lowbit state's JSON or "
+                ".safetensors); with --restored and --steps, every next-step scale of both runs is compared");
+  v->add_option("--restored", o->restored, "With --state: the same state as the trainer restored it");
+  v->add_option("--steps", o->steps, "With --state: the steps after the checkpoint (lowbit state step --steps)");
   v->callback([o] {
     int code = 0;
     guarded([&] { code = run_verify(*o); });

@@ -27,5 +27,7 @@ void add_report(CLI::App& app);
 void add_merge(CLI::App& app);
 // `lowbit contract`: contract_cmd.cpp.
 void add_contract(CLI::App& app);
+// `lowbit state`: state_cmd.cpp.
+void add_state(CLI::App& app);
 
 }  // namespace lowbit::cli

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   namespace C = lowbit::cli;
   for (auto add : {C::add_formats, C::add_profiles, C::add_decode, C::add_table, C::add_convert, C::add_conform,
                    C::add_gemm, C::add_quantize, C::add_verify_checkpoint, C::add_vectors, C::add_report,
-                   C::add_merge, C::add_contract})
+                   C::add_merge, C::add_contract, C::add_state})
     add(app);
   // The commands that read files or stdin take --max-bytes (cli_util.hpp); a build that leaves a command out
   // (the fuzzed command line registers no report or merge) skips it.

@@ -31,6 +31,7 @@
 #include "lowbit/registry.hpp"
 #include "lowbit/scale.hpp"
 #include "quantize_common.hpp"
+#include "state_files.hpp"
 
 namespace lowbit::cli {
 
@@ -91,6 +92,14 @@ S::DelayedState read_state(const std::string& path) {
   if (path.empty()) return st;
   std::error_code ec;
   if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return st;  // a new state file (no open: a FIFO would block)
+  // lowbit state's safetensors form, one layer (lowbit/training_state.hpp).
+  if (is_safetensors_name(path)) {
+    const training::TrainingState t = read_state_file(path, "--state", formats::e4m3);
+    if (t.layers.size() != 1 || t.grad_scaler)
+      throw InputError("--state: '" + path + "' holds " + std::to_string(t.layers.size()) + " layer(s)" +
+                       (t.grad_scaler ? " and a grad_scaler" : "") + "; quantize steps one");
+    return t.layers.begin()->second.delayed;
+  }
   json j;
   try {
     j = parse_json(read_all(path, "--state"), "--state");
@@ -118,6 +127,19 @@ json state_json(const S::DelayedState& st) {
           {"scale", hex(std::bit_cast<std::uint32_t>(st.scale), 8)},
           {"algorithm", st.max_algorithm ? "max" : "most_recent"},
           {"margin", st.margin}};
+}
+
+// Writes the state after the step: safetensors for a .safetensors name (the unnamed layer of lowbit state's
+// form, with the element quantize used), else the JSON object above.
+void save_state(const std::string& path, const S::DelayedState& st, const Format& element,
+                const std::vector<std::string>& inputs) {
+  if (is_safetensors_name(path)) {
+    training::TrainingState t;
+    t.layers[""] = training::LayerState{st, &element};
+    write_state_file(path, t, "--state", inputs);
+    return;
+  }
+  write_all(path, state_json(st).dump(1) + "\n", "--state", inputs);
 }
 
 }  // namespace
@@ -230,7 +252,7 @@ void run_quantize_text(const QuantizeOptions& o) {
     const json sj = state_json(st);
     out["amax_history"] = sj["history"];
     out["scale"] = sj["scale"];
-    if (!o.state.empty()) write_all(o.state, sj.dump(1) + "\n", "--state", {o.in});
+    if (!o.state.empty()) save_state(o.state, st, *so.element, {o.in});
   }
   write_all(o.out, out.dump() + "\n", "--out", {o.in, o.state});
 }
@@ -476,8 +498,7 @@ void run_quantize_files(const QuantizeOptions& o) {
   const std::string text = out.dump(1) + "\n";
   files.push_back({"quantized.json", std::vector<std::uint8_t>(text.begin(), text.end())});
   write_dir_atomic(o.out, files, o.in);
-  if (so.scheme == S::Scheme::delayed && !o.state.empty())
-    write_all(o.state, state_json(st).dump(1) + "\n", "--state", {o.in});
+  if (so.scheme == S::Scheme::delayed && !o.state.empty()) save_state(o.state, st, *so.element, {o.in});
 }
 
 // ---- checkpoint mode: A.safetensors -> B.safetensors ---------------------------------------------

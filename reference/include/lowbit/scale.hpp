@@ -588,6 +588,26 @@ struct DelayedState {
   int margin = 0;
 };
 
+// The state update of one delayed-scaling step after a tensor was quantized with st.scale: record
+// `tensor_amax`, compute the next scale for `element` (fp32(fp32(max * 2^-margin) / a), kept when a is not
+// finite and positive, FLT_MAX for an infinite quotient), roll the history.  What quantize() does for the
+// delayed scheme once the elements are converted; an empty history starts as 1024 zeros.
+void delayed_update(DelayedState& st, float tensor_amax, const Format& element);
+
+// PyTorch's loss scaler (torch.amp.GradScaler): its state_dict's five entries.  The factors are Python
+// floats (doubles); the scale is its f32 tensor, the growth tracker its int32 tensor.
+struct GradScalerState {
+  float scale = 65536.0f;  // init_scale 2**16
+  std::int32_t growth_tracker = 0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  std::int64_t growth_interval = 2000;
+};
+
+// GradScaler.update() after a step whose gradients held an Inf or NaN (`found_inf`) or did not, as torch's
+// CPU kernel computes it (docs/semantics.md §4.10).  growth_tracker must be below INT32_MAX.
+void grad_scaler_update(GradScalerState& st, bool found_inf);
+
 struct Quantized {
   Scheme scheme = Scheme::tensor;
   const Format* element = nullptr;
