@@ -90,7 +90,7 @@ std::string where(const S::Options& o, int rows, int cols) {
          "x" + std::to_string(o.block_rows) + " scale_format " + name(o.scale_format) + " mx_rule " + name(o.mx_rule) +
          " nonfinite " + name(o.nonfinite) + " amax_nan " + std::to_string(o.amax_propagates_nan) + " eps " +
          std::to_string(o.eps) + " zero_scale " + name(o.zero_scale) + " variant " + name(o.variant) + " hadamard " +
-         std::to_string(o.hadamard) + " policy " + fuzz::policy_text(o.element_policy) + " tensor " +
+         name(o.hadamard) + " policy " + fuzz::policy_text(o.element_policy) + " tensor " +
          std::to_string(rows) + "x" + std::to_string(cols);
 }
 
@@ -116,7 +116,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   o.eps = eps[in.ConsumeIntegralInRange<std::size_t>(0, std::size(eps) - 1)];
   o.zero_scale = fuzz::draw<S::ZeroScale>(in);
   o.variant = fuzz::draw<S::Variant>(in);
-  o.hadamard = in.ConsumeIntegralInRange<int>(0, 3) == 0;
+  // The exact-sum transform (te-bf16 takes bf16 inputs only: test_hadamard.cpp holds it).
+  o.hadamard = in.ConsumeIntegralInRange<int>(0, 3) == 0 ? S::Hadamard::exact : S::Hadamard::none;
   // Mostly only the options the scheme's row takes (the rest back at their defaults), so that most inputs
   // quantize; now and then all of them, which normalize() must refuse with a message.
   if (in.ConsumeIntegralInRange<int>(0, 7) != 0) {
@@ -206,7 +207,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   bool all_finite = true;
   for (float v : x.data) all_finite &= std::isfinite(v);
   const Policy& p = norm.element_policy;
-  const bool bound_applies = all_finite && !norm.hadamard && p.overflow == Overflow::satfinite &&
+  const bool bound_applies = all_finite && norm.hadamard == S::Hadamard::none && p.overflow == Overflow::satfinite &&
                              p.subnormals == Subnormals::keep && elem.has_zero && elem.is_signed();
   if (bound_applies) {
     const std::vector<double> deq = S::dequantize(q);
@@ -240,7 +241,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   // Block-local schemes: one block on its own gives what it got inside the tensor.
   const bool local = (norm.scheme == S::Scheme::block && q.block_rows == 1) || norm.scheme == S::Scheme::mx;
-  if (local && !norm.hadamard) {
+  if (local && norm.hadamard == S::Hadamard::none) {
     const int r = in.ConsumeIntegralInRange<int>(0, rows - 1);
     const int blk = in.ConsumeIntegralInRange<int>(0, q.scale_cols() - 1);
     const int c0 = blk * q.block_cols, c1 = std::min(cols, c0 + q.block_cols);
