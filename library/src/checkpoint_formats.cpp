@@ -319,6 +319,34 @@ bool near_inverse(float a, float b) {
   return std::isfinite(p) && std::fabs(p - 1.0) < 0.02 && std::fabs(static_cast<double>(a) / b - 1.0) > 0.02;
 }
 
+std::optional<std::vector<std::uint8_t>> stored_codes(const io::Tensor& t, const std::string& key,
+                                                      const std::vector<std::uint64_t>& source_shape, bool packed,
+                                                      std::string& why) {
+  const std::string held = key + ": " + std::string(io::dtype_name(t.dtype)) + " " + shape_text(t.shape);
+  if (packed) {
+    const std::vector<std::uint64_t> want{source_shape[0], (source_shape[1] + 1) / 2};
+    if (t.dtype != io::DType::u8 || t.shape != want) {
+      why = held + ", but the " + shape_text(source_shape) + " source weight packs into U8 " + shape_text(want) +
+            " (two FP4 codes a byte)";
+      return std::nullopt;
+    }
+    return pack::unpack_rows(4, t.bytes, static_cast<std::size_t>(source_shape[0]),
+                             static_cast<std::size_t>(source_shape[1]));
+  }
+  if ((t.dtype != io::DType::f8_e4m3 && t.dtype != io::DType::u8) || t.shape != source_shape) {
+    why = held + ", but the source weight is " + shape_text(source_shape) + " (F8_E4M3 codes of that shape)";
+    return std::nullopt;
+  }
+  return t.values<std::uint8_t>();
+}
+
+bool nibbles_swapped(const std::vector<std::uint8_t>& bytes, std::size_t rows, std::size_t cols,
+                     const std::vector<std::uint8_t>& codes) {
+  std::vector<std::uint8_t> swapped(bytes.size());
+  for (std::size_t i = 0; i < bytes.size(); ++i) swapped[i] = static_cast<std::uint8_t>((bytes[i] >> 4) | (bytes[i] << 4));
+  return pack::unpack_rows(4, swapped, rows, cols) == codes;
+}
+
 std::string f32_text(std::uint32_t bits) { return hex(bits, 8) + " (" + value_text(formats::f32, bits) + ")"; }
 
 std::vector<std::string> fused_group(const std::string& m, const std::vector<std::vector<std::string>>& fused,
@@ -454,25 +482,13 @@ class CtVerifier {
                 (req.mx_rule ? std::string(", scale rule ") + name(so.mx_rule) : "") + ")";
 
     // Codes.
-    const io::Tensor& dt = q_.at(data_key);
-    const auto rows = static_cast<std::size_t>(q.rows), cols = static_cast<std::size_t>(q.cols);
-    std::vector<std::uint8_t> codes;
-    if (w.packed) {
-      const std::vector<std::uint64_t> want{st.shape[0], (st.shape[1] + 1) / 2};
-      if (dt.dtype != io::DType::u8 || dt.shape != want) {
-        problem(data_key + ": " + std::string(io::dtype_name(dt.dtype)) + " " + shape_text(dt.shape) + ", but the " +
-                shape_text(st.shape) + " source weight packs into U8 " + shape_text(want) + " (two FP4 codes a byte)");
-        return;
-      }
-      codes = pack::unpack_rows(4, dt.bytes, rows, cols);
-    } else {
-      if ((dt.dtype != io::DType::f8_e4m3 && dt.dtype != io::DType::u8) || dt.shape != st.shape) {
-        problem(data_key + ": " + std::string(io::dtype_name(dt.dtype)) + " " + shape_text(dt.shape) +
-                ", but the source weight is " + shape_text(st.shape) + " (F8_E4M3 codes of that shape)");
-        return;
-      }
-      codes = dt.values<std::uint8_t>();
+    std::string why;
+    const auto stored = stored_codes(q_.at(data_key), data_key, st.shape, w.packed, why);
+    if (!stored) {
+      problem(why);
+      return;
     }
+    const std::vector<std::uint8_t>& codes = *stored;
 
     // Scales.
     const io::Tensor& sc = q_.at(scale_key);
@@ -546,10 +562,8 @@ class CtVerifier {
     compare_blocks(q, codes, scales, tr);
     if (w.packed && !tr.diffs.empty()) {
       // Nibble order: the stored bytes with their halves swapped give every code?
-      std::vector<std::uint8_t> swapped(dt.bytes.size());
-      for (std::size_t i = 0; i < dt.bytes.size(); ++i)
-        swapped[i] = static_cast<std::uint8_t>((dt.bytes[i] >> 4) | (dt.bytes[i] << 4));
-      if (pack::unpack_rows(4, swapped, rows, cols) == q.codes)
+      if (nibbles_swapped(q_.at(data_key).bytes, static_cast<std::size_t>(q.rows), static_cast<std::size_t>(q.cols),
+                          q.codes))
         tr.notes.insert(tr.notes.begin(), data_key +
                                               ": nibble order swapped: the even column is in the high nibble, where "
                                               "compressed-tensors (and vLLM) put it in the low nibble");

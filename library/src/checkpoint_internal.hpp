@@ -26,6 +26,16 @@ float amax_of(const std::vector<float>& v);
 // a is within 2% of 1 / b, and not within 2% of b: one scale stored as the other's reciprocal.
 bool near_inverse(float a, float b);
 std::string f32_text(std::uint32_t bits);  // "0x3f800000 (1)"
+// A quantized weight's codes as stored (key `key`, of the `source_shape` weight, rows x cols): two FP4 codes a
+// byte along each row (U8 [rows, ceil(cols / 2)]) when `packed`, else one F8_E4M3 (or U8) code each.  nullopt
+// with `why` naming the key, its dtype and shape and what was expected, for a tensor that does not fit.
+std::optional<std::vector<std::uint8_t>> stored_codes(const io::Tensor& t, const std::string& key,
+                                                      const std::vector<std::uint64_t>& source_shape, bool packed,
+                                                      std::string& why);
+// Whether packed FP4 bytes (rows x cols codes) with each byte's halves swapped hold exactly `codes`: the
+// even column stored in the high nibble.
+bool nibbles_swapped(const std::vector<std::uint8_t>& bytes, std::size_t rows, std::size_t cols,
+                     const std::vector<std::uint8_t>& codes);
 // The projections of `fused` that m belongs with and that `present` says are there, m among them; empty when
 // fewer than two.
 std::vector<std::string> fused_group(const std::string& m, const std::vector<std::vector<std::string>>& fused,

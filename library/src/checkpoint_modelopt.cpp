@@ -229,25 +229,13 @@ class MoVerifier {
     tr.recipe = std::string("modelopt ") + kind + " (" + name(so.scheme) + " scheme, modelopt variant" +
                 (nvfp4 ? std::string() : ", compute " + std::string(name(so.compute))) + ")";
 
-    const io::Tensor& dt = q_.at(data_key);
-    const auto rows = static_cast<std::size_t>(q.rows), cols = static_cast<std::size_t>(q.cols);
-    std::vector<std::uint8_t> codes;
-    if (nvfp4) {
-      const std::vector<std::uint64_t> want{st.shape[0], st.shape[1] / 2};
-      if (dt.dtype != io::DType::u8 || dt.shape != want) {
-        problem(data_key + ": " + std::string(io::dtype_name(dt.dtype)) + " " + shape_text(dt.shape) + ", but the " +
-                shape_text(st.shape) + " source weight packs into U8 " + shape_text(want) + " (two FP4 codes a byte)");
-        return;
-      }
-      codes = pack::unpack_rows(4, dt.bytes, rows, cols);
-    } else {
-      if ((dt.dtype != io::DType::f8_e4m3 && dt.dtype != io::DType::u8) || dt.shape != st.shape) {
-        problem(data_key + ": " + std::string(io::dtype_name(dt.dtype)) + " " + shape_text(dt.shape) +
-                ", but the source weight is " + shape_text(st.shape) + " (F8_E4M3 codes of that shape)");
-        return;
-      }
-      codes = dt.values<std::uint8_t>();
+    std::string why;
+    const auto stored = stored_codes(q_.at(data_key), data_key, st.shape, nvfp4, why);
+    if (!stored) {
+      problem(why);
+      return;
     }
+    const std::vector<std::uint8_t>& codes = *stored;
 
     const io::Tensor& sc = q_.at(scale_key);
     std::vector<std::uint64_t> scales;
@@ -290,10 +278,8 @@ class MoVerifier {
 
     compare_blocks(q, codes, scales, tr);
     if (nvfp4 && !tr.diffs.empty()) {
-      std::vector<std::uint8_t> swapped(dt.bytes.size());
-      for (std::size_t i = 0; i < dt.bytes.size(); ++i)
-        swapped[i] = static_cast<std::uint8_t>((dt.bytes[i] >> 4) | (dt.bytes[i] << 4));
-      if (pack::unpack_rows(4, swapped, rows, cols) == q.codes)
+      if (nibbles_swapped(q_.at(data_key).bytes, static_cast<std::size_t>(q.rows), static_cast<std::size_t>(q.cols),
+                          q.codes))
         tr.notes.insert(tr.notes.begin(), data_key +
                                               ": nibble order swapped: the even column is in the high nibble, where "
                                               "ModelOpt (and TensorRT-LLM) put it in the low nibble");
