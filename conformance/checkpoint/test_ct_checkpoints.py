@@ -64,6 +64,23 @@ def mutate(d, change):
     write_st(path, tensors, meta)
 
 
+def inverted(key):
+    """A mutation: the F32 scalar tensor `key` replaced by its reciprocal."""
+    def change(t):
+        b = t[key][2]
+        (v,) = struct.unpack("<f", bytes(b))
+        b[:] = struct.pack("<f", 1.0 / v)
+    return change
+
+
+def nibbles_swapped(key):
+    """A mutation: every byte of the packed FP4 tensor `key` with its halves swapped."""
+    def change(t):
+        b = t[key][2]
+        b[:] = bytes(((x >> 4) | (x << 4)) & 0xFF for x in b)
+    return change
+
+
 @pytest.mark.parametrize("preset", PRESETS)
 def test_compressed_tensors_checkpoint_is_identical(preset):
     rc, out, err = run("--source", SOURCE, "--quantized", os.path.join(FIXTURES, preset))
@@ -156,12 +173,7 @@ def test_unfused_is_reported_unless_fused_is_none(tmp_path):
 def test_decode_scale_in_place_of_encode_scale(tmp_path):
     d = copy_preset(tmp_path, "nvfp4a16")
 
-    def invert(t):
-        b = t[ATTN + "o_proj.weight_global_scale"][2]
-        (v,) = struct.unpack("<f", bytes(b))
-        b[:] = struct.pack("<f", 1.0 / v)
-
-    mutate(d, invert)
+    mutate(d, inverted(ATTN + "o_proj.weight_global_scale"))
     rc, out, _ = run("--source", SOURCE, "--quantized", d, "--max-report", "0")
     assert rc == 1
     assert ATTN + "o_proj.weight_global_scale: expected" in out and "it holds the inverse, the decode scale" in out
@@ -170,11 +182,7 @@ def test_decode_scale_in_place_of_encode_scale(tmp_path):
 def test_swapped_nibbles_are_named(tmp_path):
     d = copy_preset(tmp_path, "mxfp4a16")
 
-    def swap(t):
-        b = t[ATTN + "q_proj.weight_packed"][2]
-        b[:] = bytes(((x >> 4) | (x << 4)) & 0xFF for x in b)
-
-    mutate(d, swap)
+    mutate(d, nibbles_swapped(ATTN + "q_proj.weight_packed"))
     rc, out, _ = run("--source", SOURCE, "--quantized", d, "--max-report", "0")
     assert rc == 1
     assert ATTN + "q_proj.weight_packed: nibble order swapped" in out

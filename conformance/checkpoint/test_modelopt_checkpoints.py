@@ -12,7 +12,7 @@ import struct
 
 import pytest
 
-from test_ct_checkpoints import FIXTURES, SOURCE, mutate, read_st, run
+from test_ct_checkpoints import FIXTURES, SOURCE, inverted, mutate, nibbles_swapped, read_st, run
 
 ATTN = "model.layers.0.self_attn."
 MLP = "model.layers.0.mlp."
@@ -102,12 +102,7 @@ def test_swapped_global_scale_breaks_the_fused_group(tmp_path):
 def test_encode_scale_in_place_of_decode_scale(tmp_path):
     d = copy(tmp_path, "modelopt_nvfp4")
 
-    def invert(t):
-        b = t[ATTN + "o_proj.weight_scale_2"][2]
-        (v,) = struct.unpack("<f", bytes(b))
-        b[:] = struct.pack("<f", 1.0 / v)
-
-    mutate(d, invert)
+    mutate(d, inverted(ATTN + "o_proj.weight_scale_2"))
     rc, out, _ = run("--source", SOURCE, "--quantized", d, "--max-report", "0")
     assert rc == 1
     assert ATTN + "o_proj.weight_scale_2: expected" in out and "it holds the inverse, the encode scale 2688 / amax" in out
@@ -116,12 +111,7 @@ def test_encode_scale_in_place_of_decode_scale(tmp_path):
 def test_inverse_fp8_scale(tmp_path):
     d = copy(tmp_path, "modelopt_fp8")
 
-    def invert(t):
-        b = t[ATTN + "q_proj.weight_scale"][2]
-        (v,) = struct.unpack("<f", bytes(b))
-        b[:] = struct.pack("<f", 1.0 / v)
-
-    mutate(d, invert)
+    mutate(d, inverted(ATTN + "q_proj.weight_scale"))
     rc, out, _ = run("--source", SOURCE, "--quantized", d, "--max-report", "0")
     assert rc == 1
     assert ATTN + "q_proj.weight_scale: 0x" in out and "is the inverse of the decode scale ModelOpt stores" in out
@@ -130,11 +120,7 @@ def test_inverse_fp8_scale(tmp_path):
 def test_swapped_nibbles_are_named(tmp_path):
     d = copy(tmp_path, "modelopt_nvfp4")
 
-    def swap(t):
-        b = t[MLP + "gate_proj.weight"][2]
-        b[:] = bytes(((x >> 4) | (x << 4)) & 0xFF for x in b)
-
-    mutate(d, swap)
+    mutate(d, nibbles_swapped(MLP + "gate_proj.weight"))
     rc, out, _ = run("--source", SOURCE, "--quantized", d, "--max-report", "0")
     assert rc == 1
     assert MLP + "gate_proj.weight: nibble order swapped" in out
