@@ -8,7 +8,6 @@ is what was changed.
 import json
 import os
 import shutil
-import struct
 
 import pytest
 
