@@ -41,6 +41,12 @@ if(LOWBIT_PEERS_PYTHON)
                    ${CMAKE_CURRENT_LIST_DIR}/checkpoint/test_modelopt_peer.py)
   set_tests_properties(peer_modelopt PROPERTIES
     LABELS "full;peers" ENVIRONMENT "LOWBIT=$<TARGET_FILE:lowbit>;LOWBIT_REQUIRE_PEERS=1" TIMEOUT 1200)
+  # gguf-py's GGUFWriter and MXFP4 quantizer (conformance/checkpoint/make_gguf.py).
+  add_test(NAME peer_gguf
+           COMMAND ${LOWBIT_PEERS_PYTHON} -m pytest -q -p no:cacheprovider
+                   ${CMAKE_CURRENT_LIST_DIR}/checkpoint/test_gguf_peer.py)
+  set_tests_properties(peer_gguf PROPERTIES
+    LABELS "full;peers" ENVIRONMENT "LOWBIT=$<TARGET_FILE:lowbit>;LOWBIT_REQUIRE_PEERS=1" TIMEOUT 1200)
   # torch's GradScaler on the CPU against `lowbit state step` (conformance/state/).
   add_test(NAME peer_gradscaler
            COMMAND ${LOWBIT_PEERS_PYTHON} -m pytest -q -p no:cacheprovider

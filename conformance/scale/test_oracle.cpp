@@ -172,6 +172,10 @@ std::vector<S::Options> option_grid(S::Scheme scheme) {
                       (nf != S::NonFinite::scale_nan || prop || rule == S::MxRule::rne || el == &lowbit::formats::int8 ||
                        el == &lowbit::formats::int8sm))
                     continue;
+                  // gguf-py's MXFP4 is one arithmetic: e2m1, blocks of 32, its own rule, NaN and Inf handling.
+                  if (v == S::Variant::gguf && (el != &lowbit::formats::e2m1 || bc != 0 || rule != S::MxRule::floor ||
+                                                nf != S::NonFinite::scale_nan || prop))
+                    continue;
                   for (S::ZeroScale z : all<S::ZeroScale>()) {
                     if (!takes(S::Option::zero_scale) && z != S::ZeroScale::kernel) continue;
                     if (S::variant_row(v).exporter && z != S::ZeroScale::kernel) continue;
@@ -208,6 +212,7 @@ std::vector<S::Options> option_grid(S::Scheme scheme) {
 std::vector<lowbit::Policy> policies(const S::Options& o) {
   using lowbit::Policy, lowbit::Rounding, lowbit::Overflow, lowbit::Subnormals;
   std::vector<Policy> v = {Policy{.rounding = Rounding::rne, .overflow = Overflow::satfinite}};
+  if (o.variant == S::Variant::gguf) return v;  // gguf-py's argmin takes no element policy
   if (S::variant_row(o.variant).takes_stochastic_rounding)
     v.push_back(Policy{.rounding = Rounding::sr_a, .overflow = Overflow::satfinite, .sr_bits = 8});
   v.push_back(Policy{.rounding = Rounding::rtz, .overflow = Overflow::satfinite, .subnormals = Subnormals::ftz_daz});

@@ -626,6 +626,7 @@ CheckpointReport verify_checkpoint(const std::string& source, const std::string&
     CtVerifier(src, q, c, options, rep).run();
     return rep;
   }
+  if (fs::path(quantized).extension() == ".gguf" || is_gguf(quantized)) return verify_gguf(source, quantized, options);
   // lowbit's own layout: one file, its W.quantization_format entries.
   const TensorSet src = read_tensor_set(source);
   if (src.files.size() != 1)

@@ -1,5 +1,5 @@
 // What the checkpoint readers share (checkpoint_formats.cpp: tensor sets, compressed-tensors;
-// checkpoint_modelopt.cpp: ModelOpt's export).  Not installed.
+// checkpoint_modelopt.cpp: ModelOpt's export; checkpoint_gguf.cpp: GGUF files).  Not installed.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -43,5 +43,7 @@ std::vector<std::string> fused_group(const std::string& m, const std::vector<std
 
 // The ModelOpt reader (checkpoint_modelopt.cpp): `dir` holds hf_quant_config.json.
 CheckpointReport verify_modelopt(const std::string& source, const std::string& dir, const CheckpointOptions& options);
+// The GGUF reader (checkpoint_gguf.cpp): `path` is a GGUF file.
+CheckpointReport verify_gguf(const std::string& source, const std::string& path, const CheckpointOptions& options);
 
 }  // namespace lowbit::checkpoint::detail

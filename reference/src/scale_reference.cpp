@@ -90,6 +90,7 @@ class Reference {
   void delayed(DelayedState& st);
   void mx();
   void mx_torchao();
+  void mx_gguf();
   void nvfp4();
   void nvfp4_compressed_tensors(int br);
   void nvfp4_modelopt(int br);
@@ -257,6 +258,7 @@ void Reference::delayed(DelayedState& st) {
 // fp32 by TE's and torchao's multiplier 2^(127 - e) (rules::mx_multiplier), then convert.
 void Reference::mx() {
   if (o_.variant == Variant::torchao) return mx_torchao();
+  if (variant_row(o_.variant).order == Order::gguf) return mx_gguf();
   q_.block_rows = 1;
   q_.block_cols = o_.block;
   q_.scale_format = &formats::e8m0;
@@ -330,6 +332,60 @@ void Reference::mx_torchao() {
         Unpacked u = unpack(formats::f32, bits_of(x));
         if (u.cls == ValueClass::finite) u.exponent -= shift;
         set(r, c, static_cast<std::uint8_t>(round_to(el_, u, o_.element_policy, 0).code));
+      }
+    }
+}
+
+// gguf-py 0.19.0's MXFP4 quantizer (gguf/quants.py, class MXFP4, quantize_blocks lines 668-690; e8m0_to_fp32_half
+// lines 663-666; docs/semantics.md §4.11), per block of 32 elements of one row, as numpy computes it in f32:
+//   d = abs(blocks).max(axis=-1): the block's amax, NaN where the block holds a NaN (numpy's max propagates it);
+//   e = np.where(d > 0, np.floor(np.log2(d)) - 2 + 127, 0).astype(np.uint8): numpy's f32 log2 (the f32 nearest
+//       the exact log2 on every input tried: it rounds to k + 1 for an amax just below 2^(k+1), |k| >= 3), then
+//       the cast: below 0 it wraps modulo 256 (an amax under 2^-125), an infinite one gives 0, as do a zero and
+//       a NaN amax (d > 0 is false);
+//   d = e8m0_to_fp32_half(e): the f32 bits 0x00200000 << e for e < 2, else (e - 1) << 23: 2^(e - 128), half the
+//       e8m0 value, 2^127 for e = 255 (not NaN);
+//   each element the index of the first least |d * k - x| over kvalues (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, ...,
+//       -12: the e2m1 values doubled, index = e2m1 code), each product and difference one f32 operation
+//       (np.argmin: the first NaN where there is one, else the first minimum; ties toward zero, a zero +0).
+void Reference::mx_gguf() {
+  q_.block_rows = 1;
+  q_.block_cols = o_.block;
+  q_.scale_format = &formats::e8m0;
+  static constexpr float kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  for (int r = 0; r < rows(); ++r)
+    for (int c0 = 0; c0 < cols(); c0 += o_.block) {
+      const int c1 = std::min(cols(), c0 + o_.block);
+      float d = 0.0f;
+      for (int c = c0; c < c1 && !std::isnan(d); ++c) {
+        const float a = std::fabs(at(r, c));
+        d = std::isnan(a) ? a : std::max(d, a);
+      }
+      std::uint32_t e = 0;
+      if (d > 0.0f) {
+        // numpy's float32 log2, floor, - 2 + 127 (exact in f32: small integers), then .astype(np.uint8).
+        const float lg = static_cast<float>(std::log2(static_cast<double>(d)));
+        const float v = std::floor(lg) - 2.0f + 127.0f;
+        e = std::isinf(v) ? 0u : static_cast<std::uint32_t>(static_cast<std::int32_t>(v)) & 0xFFu;
+      }
+      q_.scales.push_back(e);
+      const float half = std::bit_cast<float>(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+      for (int c = c0; c < c1; ++c) {
+        const float x = at(r, c);
+        int best = -1;
+        float least = 0.0f;
+        for (int k = 0; k < 16; ++k) {
+          const float err = std::fabs(half * kvalues[k] - x);
+          if (std::isnan(err)) {
+            best = k;
+            break;
+          }
+          if (best < 0 || err < least) {
+            best = k;
+            least = err;
+          }
+        }
+        set(r, c, static_cast<std::uint8_t>(best));
       }
     }
 }

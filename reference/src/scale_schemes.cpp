@@ -181,6 +181,25 @@ class Resolver {
         return refuse(Option::element, "torchao's MX elements are e4m3, e5m2, e2m3, e3m2 and e2m1");
       if (is_stochastic(o_.element_policy.rounding)) return refuse(Option::variant, "torchao's to_mx rounds to nearest");
     }
+    if (v.order == Order::gguf) {
+      // gguf-py's MXFP4 (ggml type 39) is one arithmetic: e2m1 in blocks of 32, its own scale rule, NaN and Inf
+      // handling and nearest-element choice (Reference::mx_gguf), in f32.
+      if (r_.element == nullptr) o_.element = &formats::e2m1;  // the only element it has
+      if (o_.element != &formats::e2m1)
+        return refuse(Option::element,
+                      std::string("the gguf variant's elements are e2m1 (GGUF MXFP4), not ") + o_.element->name);
+      if (o_.block != 32 || o_.block_rows > 1)
+        return refuse(Option::block, "the gguf variant's blocks are 32 elements of a row (GGUF MXFP4)");
+      if (r_.mx_rule) return refuse(Option::mx_rule, "the gguf variant has gguf-py's own scale rule");
+      if (r_.nonfinite) return refuse(Option::nonfinite, "the gguf variant has gguf-py's own NaN and Inf rule");
+      if (r_.amax_nan) return refuse(Option::amax_nan, "the gguf variant's amax is numpy's max, which propagates NaN");
+      if (o_.compute != Compute::f32) return refuse(Option::compute, "gguf-py quantizes in f32 (numpy float32)");
+      const Policy plain{.rounding = Rounding::rne, .overflow = Overflow::satfinite};
+      if (o_.element_policy.rounding != plain.rounding || o_.element_policy.overflow != plain.overflow)
+        return refuse(Option::variant,
+                      "gguf-py picks each element as the nearest kvalue (argmin): no other "
+                      "rounding or overflow policy");
+    }
     if (!v.exporter && o_.compute != Compute::f32)
       return refuse(Option::compute, std::string(name(o_.compute)) + " applies to the exporters' variants only (" +
                                          name(o_.variant) + " computes in f32)");

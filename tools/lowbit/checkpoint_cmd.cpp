@@ -7,6 +7,9 @@
 // (lowbit/training_state.hpp): both states run through the steps after the checkpoint, every next-step scale
 // compared, the first layer and step that differ named.  Same exit codes.
 //
+// A GGUF file (B.gguf, or any file starting with GGUF's magic) is checked tensor by tensor: each MXFP4 tensor
+// re-quantized from the source under the mx scheme's gguf variant; other tensors listed as skipped.
+//
 // B's convention for a quantized weight W (reference/README.md "Files"):
 //   tensors   W.data          codes: U8 (I8 / F8_E4M3 / F8_E5M2 accepted for those elements), W's
 //                             shape; or U8 packed along the last dimension (W.packing)
@@ -49,6 +52,7 @@ using checkpoint::value_text;
 struct VerifyOptions {
   std::string source, quantized;
   std::vector<std::string> fused;  // "a,b,c" groups, or "none"
+  std::vector<std::string> names;  // GGUF "gguf_name=source_name"
   long long max_report = -1;       // < 0: every differing block
   bool as_json = false;
   std::string state, restored, steps;  // --state mode
@@ -170,6 +174,13 @@ int run_verify(const VerifyOptions& o) {
       copt.fused.push_back(group);
     }
   }
+  for (const std::string& n : o.names) {
+    const auto eq = n.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == n.size())
+      throw ArgumentError("names", "'" + echo_text(n, 120) + "' is not GGUF_NAME=SOURCE_NAME");
+    if (!copt.gguf_names.emplace(n.substr(0, eq), n.substr(eq + 1)).second)
+      throw ArgumentError("names", "'" + echo_text(n.substr(0, eq), 120) + "' is named twice");
+  }
   checkpoint::CheckpointReport report;
   try {
     report = checkpoint::verify_checkpoint(o.source, o.quantized, copt);
@@ -182,9 +193,9 @@ int run_verify(const VerifyOptions& o) {
   const std::size_t limit = o.max_report < 0 ? SIZE_MAX : static_cast<std::size_t>(o.max_report);
   std::size_t shown = 0;
   if (o.as_json) {
-    json out = {{"source", o.source},      {"quantized", o.quantized},    {"format", name(report.format)},
-                {"identical", identical},  {"problems", report.problems}, {"differing_blocks", differing},
-                {"tensors", json::array()}};
+    json out = {{"source", o.source},        {"quantized", o.quantized},    {"format", name(report.format)},
+                {"identical", identical},    {"problems", report.problems}, {"differing_blocks", differing},
+                {"skipped", report.skipped}, {"tensors", json::array()}};
     for (const TensorReport& t : reports) {
       json jt = {{"name", t.name},     {"recipe", t.recipe},
                  {"blocks", t.blocks}, {"differing_blocks", t.diffs.size()},
@@ -201,6 +212,7 @@ int run_verify(const VerifyOptions& o) {
   } else {
     std::string s;
     for (const std::string& p : report.problems) s += "problem: " + p + "\n";
+    for (const std::string& k : report.skipped) s += "skipped: " + k + "\n";
     for (const TensorReport& t : reports) {
       s += t.name + ": " + t.recipe + ": ";
       if (t.diffs.empty() && t.notes.empty()) {
@@ -243,11 +255,15 @@ void add_verify_checkpoint(CLI::App& app) {
   v->add_option(
       "--quantized", o->quantized,
       "lowbit's B.safetensors (W.data, W.block_scales, W.tensor_scale, metadata), or an exporter's "
-      "checkpoint directory (compressed-tensors: config.json and its safetensors; ModelOpt: hf_quant_config.json)");
+      "checkpoint directory (compressed-tensors: config.json and its safetensors; ModelOpt: hf_quant_config.json), "
+      "or a GGUF file (its MXFP4 tensors, as gguf-py quantizes them)");
   v->add_option("--fused", o->fused,
                 "Projections sharing one NVFP4 global scale (weight_global_scale, ModelOpt's weight_scale_2), "
                 "comma-separated module names, repeatable "
                 "(default q_proj,k_proj,v_proj and gate_proj,up_proj; none: no fused groups)");
+  v->add_option("--names", o->names,
+                "GGUF: GGUF_NAME=SOURCE_NAME for a tensor that neither has the source's name nor gguf-py's Llama "
+                "name (blk.N.attn_q.weight -> model.layers.N.self_attn.q_proj.weight, ...), repeatable");
   v->add_option("--max-report", o->max_report, "List at most N differing blocks (default: all)")
       ->check(whole_number(0, std::numeric_limits<int>::max()));
   v->add_flag("--json", o->as_json, "Print one JSON object");

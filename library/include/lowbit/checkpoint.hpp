@@ -3,7 +3,9 @@
 // re-quantized from the source file's W and compared block by block with what the file stores.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,12 +50,14 @@ TensorReport verify_tensor(const io::Safetensors& source, const io::Safetensors&
 // W.tensor_scale and W.quantization_format metadata.  compressed_tensors: a directory with config.json's
 // quantization_config (quant_method "compressed-tensors", version 0.20), as vLLM and LLM Compressor load
 // and write it.  modelopt: a directory with hf_quant_config.json (quant_algo FP8 or NVFP4), as NVIDIA ModelOpt
-// 0.47.0's export_hf_checkpoint writes it for TensorRT-LLM.
-enum class CheckpointFormat : std::uint8_t { lowbit, compressed_tensors, modelopt };
+// 0.47.0's export_hf_checkpoint writes it for TensorRT-LLM.  gguf: one GGUF file (ggml's container, as
+// llama.cpp loads it) whose MXFP4 tensors are checked as gguf-py 0.19.0 quantizes them.
+enum class CheckpointFormat : std::uint8_t { lowbit, compressed_tensors, modelopt, gguf };
 inline constexpr Named<CheckpointFormat> checkpoint_format_names[] = {
     {CheckpointFormat::lowbit, "lowbit", "W.data, W.block_scales, W.quantization_format"},
     {CheckpointFormat::compressed_tensors, "compressed-tensors", "config.json quantization_config (vLLM)"},
     {CheckpointFormat::modelopt, "modelopt", "hf_quant_config.json (ModelOpt's export, TensorRT-LLM)"},
+    {CheckpointFormat::gguf, "gguf", "a .gguf file's MXFP4 tensors (gguf-py, llama.cpp)"},
 };
 constexpr const auto& names_of(CheckpointFormat) { return checkpoint_format_names; }
 
@@ -76,12 +80,16 @@ struct CheckpointOptions {
   // fused qkv and gate_up, whose NVFP4 weight_scale_2 ModelOpt makes equal), by the last component of the
   // module name.
   std::vector<std::vector<std::string>> fused = {{"q_proj", "k_proj", "v_proj"}, {"gate_proj", "up_proj"}};
+  // GGUF: tensor name -> the source's name, for names neither the source holds nor gguf-py's Llama naming
+  // maps (gguf_source_name).
+  std::map<std::string, std::string> gguf_names;
 };
 
 struct CheckpointReport {
   CheckpointFormat format = CheckpointFormat::lowbit;
   std::vector<TensorReport> tensors;
   std::vector<std::string> problems;  // structural defects, each naming the tensor key
+  std::vector<std::string> skipped;   // tensors read but not re-quantized (GGUF's unquantized and other types)
   bool identical() const {
     if (!problems.empty()) return false;
     for (const TensorReport& t : tensors)
@@ -104,5 +112,92 @@ void compare_blocks(const scale::Quantized& q, const std::vector<std::uint8_t>& 
 
 // A code's exact value for the reports (s*2^e for long decimals), or a note when the stored byte is not a code.
 std::string value_text(const Format& f, std::uint64_t code);
+
+// ---- GGUF ---------------------------------------------------------------------------------------------
+// The container as ggml's docs/gguf.md (GGUF v3) defines it and gguf-py 0.19.0 writes it (gguf_writer.py
+// write_header_to_file, write_kv_data_to_file, write_ti_data_to_file): little-endian throughout; the magic
+// "GGUF", u32 version, u64 tensor count, u64 metadata count; each metadata entry a string key (u64 length,
+// bytes), a u32 value type and the value (arrays: u32 element type, u64 count, the elements; strings: u64
+// length, bytes); each tensor info a string name, u32 dimension count (at most 4), u64 dims innermost first
+// (ne0 is the row length), u32 ggml type, u64 offset into the data; the data at the first multiple of
+// general.alignment (u32, default 32) after the infos, each offset a multiple of it.
+
+enum class GgufValueType : std::uint32_t { u8, i8, u16, i16, u32, i32, f32, boolean, string, array, u64, i64, f64 };
+inline constexpr Named<GgufValueType> gguf_value_type_names[] = {
+    {GgufValueType::u8, "UINT8"},    {GgufValueType::i8, "INT8"},      {GgufValueType::u16, "UINT16"},
+    {GgufValueType::i16, "INT16"},   {GgufValueType::u32, "UINT32"},   {GgufValueType::i32, "INT32"},
+    {GgufValueType::f32, "FLOAT32"}, {GgufValueType::boolean, "BOOL"}, {GgufValueType::string, "STRING"},
+    {GgufValueType::array, "ARRAY"}, {GgufValueType::u64, "UINT64"},   {GgufValueType::i64, "INT64"},
+    {GgufValueType::f64, "FLOAT64"},
+};
+constexpr const auto& names_of(GgufValueType) { return gguf_value_type_names; }
+
+// One metadata value: its type (an array's element type beside it), and its text (numbers in decimal, strings
+// as they are, arrays "[n items]" with their first elements).
+struct GgufValue {
+  GgufValueType type = GgufValueType::u8;
+  GgufValueType element = GgufValueType::u8;  // arrays
+  std::uint64_t count = 1;                    // arrays: the element count
+  std::string text;
+  std::optional<std::uint64_t> unsigned_value;  // an unsigned integer's value
+};
+
+// The ggml tensor types lowbit names (ggml.h enum ggml_type; gguf-py constants.py GGMLQuantizationType and
+// GGML_QUANT_SIZES): elements per block and bytes per block where lowbit reads the type, 0 where it only names it.
+struct GgmlType {
+  std::uint32_t id;
+  const char* name;
+  std::uint32_t block = 0, block_bytes = 0;
+};
+inline constexpr std::uint32_t ggml_f32 = 0, ggml_f16 = 1, ggml_bf16 = 30, ggml_mxfp4 = 39;
+const GgmlType* ggml_type(std::uint32_t id);   // nullptr: a type lowbit does not know
+std::string ggml_type_text(std::uint32_t id);  // "MXFP4 (39)", "type 77"
+
+struct GgufTensor {
+  std::string name;
+  std::vector<std::uint64_t> dims;  // as stored: innermost (ne0, the row length) first
+  std::uint32_t type = 0;
+  std::uint64_t info_at = 0;  // the byte its tensor info starts at
+  std::uint64_t offset = 0;   // its data's byte in the file
+  std::uint64_t bytes = 0;    // its data's size; 0 where the type's size is unknown or ne0 not whole blocks
+  bool sized = false;         // bytes is known
+};
+
+struct GgufFile {
+  std::string path;
+  std::uint32_t version = 3;
+  std::uint64_t alignment = 32;
+  std::uint64_t data_start = 0;  // the first byte of the tensor data
+  std::uint64_t size = 0;        // of the file
+  std::map<std::string, GgufValue> metadata;
+  std::vector<GgufTensor> tensors;  // in the file's order
+  // The data of t (t.sized), read from the file.
+  std::vector<std::uint8_t> read(const GgufTensor& t) const;
+};
+
+// Reads the header, metadata and tensor infos; every length and count is checked against the bytes left in
+// the file before anything is allocated.  Throws io::FileError naming the file and the byte offset (or the
+// key, the tensor) at fault: a bad magic or version, a truncated or inconsistent file.
+GgufFile read_gguf(const std::string& path);
+// Whether the file at path starts with GGUF's magic.
+bool is_gguf(const std::string& path);
+
+// The source name of a GGUF tensor: options.gguf_names' entry; else `name` itself where the source holds
+// it; else gguf-py's naming of a Llama (tensor_mapping.py, MODEL_ARCH.LLAMA) mapped back: token_embd ->
+// model.embed_tokens, output_norm -> model.norm, output -> lm_head, blk.N.attn_q / attn_k / attn_v /
+// attn_output / attn_norm / ffn_gate / ffn_up / ffn_down / ffn_norm -> model.layers.N.self_attn.q_proj / k_proj
+// / v_proj / o_proj, input_layernorm, mlp.gate_proj / up_proj / down_proj, post_attention_layernorm (the
+// .weight / .bias suffix kept).  nullopt when none applies.
+std::optional<std::string> gguf_source_name(const std::string& name, const std::function<bool(const std::string&)>& has,
+                                            const std::map<std::string, std::string>& names);
+
+// A GGUF MXFP4 tensor's stored blocks (rows x cols elements, cols a multiple of 32): each block's e8m0 byte,
+// and every element's e2m1 code in row-major order (element i of a block the low nibble of its byte 1 + i,
+// element i + 16 the high nibble; ggml-common.h block_mxfp4, ggml-quants.c dequantize_row_mxfp4).
+void gguf_mxfp4_unpack(const std::vector<std::uint8_t>& data, std::size_t rows, std::size_t cols,
+                       std::vector<std::uint64_t>& scales, std::vector<std::uint8_t>& codes);
+// The inverse: the 17-byte blocks of codes and scales.
+std::vector<std::uint8_t> gguf_mxfp4_pack(const std::vector<std::uint64_t>& scales,
+                                          const std::vector<std::uint8_t>& codes, std::size_t rows, std::size_t cols);
 
 }  // namespace lowbit::checkpoint

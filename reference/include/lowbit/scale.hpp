@@ -95,6 +95,10 @@ constexpr const auto& names_of(ZeroScale) { return zero_scale_names; }
 // modelopt: the arithmetic of NVIDIA ModelOpt 0.47.0's Hugging Face export (the TensorRT-LLM checkpoint format),
 // for NVFP4 and per-tensor FP8, docs/semantics.md §4.9: scales in f32 from amax / 448 and amax / 2688, elements
 // divided by the scale (the FP8 quotient rounded to the weight's dtype, the Compute precision, first).
+// gguf: the arithmetic of gguf-py 0.19.0's MXFP4 quantizer (quants.py MXFP4.quantize_blocks, what llama.cpp's
+// GGUF files hold), for the MX row with e2m1 elements in blocks of 32, docs/semantics.md §4.11: the e8m0 code
+// floor(f32 log2(amax)) - 2 + 127 cast to uint8 (wrapping below 0; 0 for a zero, NaN or infinite amax), each
+// element the first kvalue of least f32 |d * k - x|, d half the scale (ties toward zero, a zero +0).
 enum class Variant : std::uint8_t {
   standard,
   fast_math,
@@ -102,16 +106,20 @@ enum class Variant : std::uint8_t {
   four_over_six_mse,
   torchao,
   compressed_tensors,
-  modelopt
+  modelopt,
+  gguf
 };
 inline constexpr Named<Variant> variant_names[] = {
     {Variant::standard, "standard", "TE's kernel"},
     {Variant::fast_math, "fast-math", "the element multiplier as a bf16"},
     {Variant::four_over_six, "4over6", "per block map to 4 or 6, least absolute error"},
     {Variant::four_over_six_mse, "4over6-mse", "per block map to 4 or 6, least squared error"},
-    {Variant::torchao, "torchao", "torchao 0.18's arithmetic (NVFP4 S_dec = amax / 2688; MX to_mx's NaN, Inf and smallest scale, RCEIL's CPU fallback)"},
+    {Variant::torchao, "torchao",
+     "torchao 0.18's arithmetic (NVFP4 S_dec = amax / 2688; MX to_mx's NaN, Inf and smallest scale, RCEIL's CPU "
+     "fallback)"},
     {Variant::compressed_tensors, "compressed-tensors", "compressed-tensors 0.20.1 (vLLM checkpoints), its CPU path"},
     {Variant::modelopt, "modelopt", "ModelOpt 0.47.0's Hugging Face export (TensorRT-LLM checkpoints)"},
+    {Variant::gguf, "gguf", "gguf-py 0.19.0's MXFP4 quantizer (GGUF files, llama.cpp)"},
 };
 constexpr const auto& names_of(Variant) { return variant_names; }
 
@@ -263,6 +271,10 @@ inline constexpr EnumSet<Option> nvfp4_options{Option::element, Option::block,  
 // export is per-tensor).
 inline constexpr EnumSet<Variant> current_variants{Variant::standard, Variant::compressed_tensors};
 inline constexpr EnumSet<Variant> tensor_variants{Variant::standard, Variant::compressed_tensors, Variant::modelopt};
+// Two-level NVFP4: every variant but gguf-py's (an MX quantizer).
+inline constexpr EnumSet<Variant> nvfp4_variants{
+    Variant::standard, Variant::fast_math,          Variant::four_over_six, Variant::four_over_six_mse,
+    Variant::torchao,  Variant::compressed_tensors, Variant::modelopt};
 }  // namespace detail
 
 inline constexpr SchemeRow scheme_rows[] = {
@@ -343,8 +355,9 @@ inline constexpr SchemeRow scheme_rows[] = {
      .scale_element = &formats::e8m0,
      .passes = Passes::one,
      .takes = {Option::element, Option::block, Option::mx_rule, Option::nonfinite, Option::amax_nan, Option::variant},
-     .variants = {Variant::standard, Variant::torchao},
-     .source = "OCP MX v1.0 §6.3; torchao 0.18 to_mx (variant torchao); TE / cuBLAS rceil"},
+     .variants = {Variant::standard, Variant::torchao, Variant::gguf},
+     .source = "OCP MX v1.0 §6.3; torchao 0.18 to_mx (variant torchao); TE / cuBLAS rceil; gguf-py 0.19.0 MXFP4 "
+               "(variant gguf)"},
     {.scheme = Scheme::nvfp4,
      .family = Family::nvfp4,
      .label = "NVFP4",
@@ -356,7 +369,7 @@ inline constexpr SchemeRow scheme_rows[] = {
      .scale_element = &formats::e4m3,
      .passes = Passes::two,
      .takes = detail::nvfp4_options,
-     .variants = EnumSet<Variant>::every(),
+     .variants = detail::nvfp4_variants,
      .source = "TE core_nvfp4.cuh, quantize_transpose_nvfp4.cuh, quantize_4over6_kernel.cuh"},
     {.scheme = Scheme::nvfp4_2d,
      .family = Family::nvfp4,
@@ -369,7 +382,7 @@ inline constexpr SchemeRow scheme_rows[] = {
      .scale_element = &formats::e4m3,
      .passes = Passes::two,
      .takes = detail::nvfp4_options,
-     .variants = EnumSet<Variant>::every(),
+     .variants = detail::nvfp4_variants,
      .source = "TE quantize_transpose_nvfp4.cuh (16x16 weight blocks)"},
     {.scheme = Scheme::nvfp4_1level,
      .family = Family::nvfp4_1level,
@@ -411,7 +424,8 @@ enum class Order : std::uint8_t {
   te,       // TE: S_enc = scale_max * 6 / amax, S_dec = fp32(1 / S_enc); block scale fminf(amax * fp32(S_enc / 6))
   torchao,  // torchao: S_dec = fp32(amax / (448 * 6)); block scale clamp(fp32(fp32(amax / 6) / S_dec), 2^-6, 448)
   compressed_tensors,  // compressed-tensors: its global scale, block scale and x / (scale / global), see quantize
-  modelopt             // ModelOpt: S_dec = fp32(amax / 2688); block scale fp32(amax / fp32(6 * S_dec)) in [2^-9, 448]
+  modelopt,            // ModelOpt: S_dec = fp32(amax / 2688); block scale fp32(amax / fp32(6 * S_dec)) in [2^-9, 448]
+  gguf                 // gguf-py's MXFP4: the e8m0 code from numpy's f32 log2, each element an argmin (MX only)
 };
 struct VariantRow {
   Variant variant;
@@ -421,7 +435,7 @@ struct VariantRow {
   BlockChoice choice;
   bool takes_hadamard;
   bool takes_stochastic_rounding;
-  // An exporter's arithmetic (compressed-tensors, ModelOpt): checked against that exporter's checkpoints
+  // An exporter's arithmetic (compressed-tensors, ModelOpt, gguf-py): checked against that exporter's checkpoints
   // (conformance/checkpoint) rather than golden vectors; its definition (scale_reference.cpp) is its only
   // path; it takes no eps, pow2 or packed scales, NaN-propagating amax or zero-scale choice.
   bool exporter = false;
@@ -474,6 +488,14 @@ inline constexpr VariantRow variant_rows[] = {
      .order = Order::modelopt,
      .scale_max = 448.0f,
      .multiplier = Multiplier::reciprocal,  // not used: its elements divide (Order::modelopt)
+     .choice = BlockChoice::map_to_6,
+     .takes_hadamard = false,
+     .takes_stochastic_rounding = false,
+     .exporter = true},
+    {.variant = Variant::gguf,
+     .order = Order::gguf,
+     .scale_max = 448.0f,                   // not used: an MX scale
+     .multiplier = Multiplier::reciprocal,  // not used: its elements are an argmin (Order::gguf)
      .choice = BlockChoice::map_to_6,
      .takes_hadamard = false,
      .takes_stochastic_rounding = false,

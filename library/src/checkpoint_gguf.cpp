@@ -1,0 +1,490 @@
+// GGUF files (ggml's container, the one llama.cpp loads) and their MXFP4 tensors, read as ggml's docs/gguf.md
+// (GGUF v3) defines them and gguf-py 0.19.0 writes them (gguf_writer.py; constants.py GGUF_MAGIC 0x46554747,
+// GGUF_VERSION 3, GGUF_DEFAULT_ALIGNMENT 32, GGUFValueType, GGMLQuantizationType, GGML_QUANT_SIZES MXFP4
+// (32, 1 + 16)).  An MXFP4 block (ggml-common.h block_mxfp4: uint8_t e; uint8_t qs[QK_MXFP4 / 2], QK_MXFP4
+// 32) is one e8m0 byte and 16 bytes in which element j is the low nibble of qs[j] and element j + 16 the
+// high nibble (ggml-quants.c dequantize_row_mxfp4; gguf-py quants.py MXFP4.quantize_blocks: qs[:, 0] |
+// qs[:, 1] << 4 over the block's two halves).  A tensor's dims are stored innermost first: a Hugging Face
+// weight [rows, cols] is GGUF [cols, rows], its blocks along each row as lowbit's MX blocks are.
+//
+// verify_gguf re-quantizes every MXFP4 tensor from the source under the mx scheme's gguf variant
+// (docs/semantics.md §4.11): no llama.cpp weight permutation is undone (convert_hf_to_gguf.py permutes a
+// Llama's attn_q and attn_k rows; such a file's q and k differ from the source as it stands).
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "checkpoint_internal.hpp"
+#include "lowbit/checkpoint.hpp"
+#include "lowbit/quantized.hpp"
+#include "lowbit/text.hpp"
+
+namespace lowbit::checkpoint {
+
+namespace {
+
+namespace S = scale;
+namespace fs = std::filesystem;
+
+constexpr GgmlType ggml_types[] = {
+    {0, "F32", 1, 4}, {1, "F16", 1, 2},      {2, "Q4_0"},     {3, "Q4_1"},    {6, "Q5_0"},        {7, "Q5_1"},
+    {8, "Q8_0"},      {9, "Q8_1"},           {10, "Q2_K"},    {11, "Q3_K"},   {12, "Q4_K"},       {13, "Q5_K"},
+    {14, "Q6_K"},     {15, "Q8_K"},          {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"},    {19, "IQ1_S"},
+    {20, "IQ4_NL"},   {21, "IQ3_S"},         {22, "IQ2_S"},   {23, "IQ4_XS"}, {24, "I8"},         {25, "I16"},
+    {26, "I32"},      {27, "I64"},           {28, "F64"},     {29, "IQ1_M"},  {30, "BF16", 1, 2}, {34, "TQ1_0"},
+    {35, "TQ2_0"},    {39, "MXFP4", 32, 17}, {40, "NVFP4"},   {41, "Q1_0"},
+};
+
+constexpr std::uint32_t gguf_magic = 0x46554747u;  // "GGUF" read as a little-endian u32
+constexpr int max_dims = 4;                        // GGML_MAX_DIMS
+constexpr int max_array_depth = 8;                 // arrays of arrays: deeper than any writer goes
+
+std::string at_byte(std::uint64_t at) { return "byte " + std::to_string(at); }
+
+// Little-endian reads from the file, every one checked against the bytes left.
+class Cursor {
+ public:
+  explicit Cursor(const std::string& path) : path_(path), in_(path, std::ios::binary) {
+    std::error_code ec;
+    if (fs::is_symlink(path, ec)) throw io::FileError(path, "file", "a symbolic link (not followed)");
+    if (!fs::is_regular_file(path, ec)) throw io::FileError(path, "file", "not a regular file");
+    if (!in_) throw io::FileError(path, "file", "cannot be opened");
+    size_ = fs::file_size(path, ec);
+    if (ec) throw io::FileError(path, "file", "its size cannot be read");
+  }
+  std::uint64_t at() const { return at_; }
+  std::uint64_t size() const { return size_; }
+  std::uint64_t left() const { return size_ - at_; }
+  [[noreturn]] void fail(std::uint64_t where, const std::string& why) const {
+    throw io::FileError(path_, at_byte(where), why);
+  }
+  void need(std::uint64_t n, const char* what) const {
+    if (n > left())
+      fail(at_, std::string(what) + " needs " + std::to_string(n) + " byte(s), the file has " + std::to_string(left()) +
+                    " left (truncated?)");
+  }
+  void bytes(void* out, std::uint64_t n, const char* what) {
+    need(n, what);
+    in_.seekg(static_cast<std::streamoff>(at_));
+    in_.read(static_cast<char*>(out), static_cast<std::streamsize>(n));
+    if (!in_) fail(at_, std::string("cannot read ") + what);
+    at_ += n;
+  }
+  template <class T>
+  T le(const char* what) {
+    unsigned char b[sizeof(T)];
+    bytes(b, sizeof(T), what);
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<std::uint64_t>(b[i]) << (8 * i);
+    return static_cast<T>(v);
+  }
+  std::string string(const char* what) {
+    const std::uint64_t start = at_;
+    const auto n = le<std::uint64_t>(what);
+    if (n > left())
+      fail(start, std::string(what) + ": length " + std::to_string(n) + " is more than the " + std::to_string(left()) +
+                      " byte(s) left");
+    std::string s(static_cast<std::size_t>(n), '\0');
+    if (n) bytes(s.data(), n, what);
+    return s;
+  }
+  void skip(std::uint64_t n, const char* what) {
+    need(n, what);
+    at_ += n;
+  }
+
+ private:
+  std::string path_;
+  std::ifstream in_;
+  std::uint64_t size_ = 0, at_ = 0;
+};
+
+std::uint64_t scalar_bytes(GgufValueType t) {
+  switch (t) {
+    case GgufValueType::u8:
+    case GgufValueType::i8:
+    case GgufValueType::boolean: return 1;
+    case GgufValueType::u16:
+    case GgufValueType::i16: return 2;
+    case GgufValueType::u32:
+    case GgufValueType::i32:
+    case GgufValueType::f32: return 4;
+    case GgufValueType::u64:
+    case GgufValueType::i64:
+    case GgufValueType::f64: return 8;
+    case GgufValueType::string: return 8;  // at least its length
+    case GgufValueType::array: return 12;  // at least its element type and count
+  }
+  return 1;
+}
+
+GgufValueType value_type(Cursor& c, const std::string& key) {
+  const std::uint64_t where = c.at();
+  const auto t = c.le<std::uint32_t>("a value type");
+  if (t > static_cast<std::uint32_t>(GgufValueType::f64))
+    c.fail(where, "metadata \"" + echo_text(key, 80) + "\": value type " + std::to_string(t) +
+                      " is not a GGUF value type (0..12)");
+  return static_cast<GgufValueType>(t);
+}
+
+// One scalar value as text; its unsigned value where it is an unsigned integer.
+std::string scalar_text(Cursor& c, GgufValueType t, std::optional<std::uint64_t>* unsigned_value) {
+  auto uns = [&](std::uint64_t v) {
+    if (unsigned_value) *unsigned_value = v;
+    return std::to_string(v);
+  };
+  switch (t) {
+    case GgufValueType::u8: return uns(c.le<std::uint8_t>("a UINT8"));
+    case GgufValueType::i8: return std::to_string(static_cast<std::int8_t>(c.le<std::uint8_t>("an INT8")));
+    case GgufValueType::u16: return uns(c.le<std::uint16_t>("a UINT16"));
+    case GgufValueType::i16: return std::to_string(static_cast<std::int16_t>(c.le<std::uint16_t>("an INT16")));
+    case GgufValueType::u32: return uns(c.le<std::uint32_t>("a UINT32"));
+    case GgufValueType::i32: return std::to_string(static_cast<std::int32_t>(c.le<std::uint32_t>("an INT32")));
+    case GgufValueType::u64: return uns(c.le<std::uint64_t>("a UINT64"));
+    case GgufValueType::i64: return std::to_string(static_cast<std::int64_t>(c.le<std::uint64_t>("an INT64")));
+    case GgufValueType::f32: return short_value(formats::f32, c.le<std::uint32_t>("a FLOAT32"), 24);
+    case GgufValueType::f64: {
+      const double d = std::bit_cast<double>(c.le<std::uint64_t>("a FLOAT64"));
+      return std::to_string(d);
+    }
+    case GgufValueType::boolean: {
+      const std::uint64_t where = c.at();
+      const auto b = c.le<std::uint8_t>("a BOOL");
+      if (b > 1) c.fail(where, "a BOOL holds " + std::to_string(b) + ", not 0 or 1");
+      return b ? "true" : "false";
+    }
+    case GgufValueType::string: return echo_text(c.string("a STRING"), 200);
+    case GgufValueType::array: break;
+  }
+  return "";
+}
+
+GgufValue read_value(Cursor& c, const std::string& key, GgufValueType t, int depth) {
+  GgufValue v;
+  v.type = t;
+  if (t != GgufValueType::array) {
+    v.text = scalar_text(c, t, &v.unsigned_value);
+    return v;
+  }
+  const std::uint64_t where = c.at();
+  if (depth >= max_array_depth)
+    c.fail(where,
+           "metadata \"" + echo_text(key, 80) + "\": arrays nested deeper than " + std::to_string(max_array_depth));
+  v.element = value_type(c, key);
+  v.count = c.le<std::uint64_t>("an array's count");
+  // Every element takes at least scalar_bytes of the file: a count the file cannot hold is refused before
+  // anything is read.
+  if (v.count > c.left() / scalar_bytes(v.element))
+    c.fail(where, "metadata \"" + echo_text(key, 80) + "\": an array of " + std::to_string(v.count) + " " +
+                      name(v.element) + " needs more than the " + std::to_string(c.left()) + " byte(s) left");
+  std::string shown;
+  for (std::uint64_t i = 0; i < v.count; ++i) {
+    const GgufValue e = read_value(c, key, v.element, depth + 1);
+    if (i < 4) shown += (i ? ", " : "") + e.text;
+  }
+  v.text = "[" + std::to_string(v.count) + " " + name(v.element) + (v.count ? ": " + shown : "") +
+           (v.count > 4 ? ", ...]" : "]");
+  return v;
+}
+
+std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return v % a == 0 ? v : v + (a - v % a); }
+
+}  // namespace
+
+const GgmlType* ggml_type(std::uint32_t id) {
+  for (const GgmlType& t : ggml_types)
+    if (t.id == id) return &t;
+  return nullptr;
+}
+
+std::string ggml_type_text(std::uint32_t id) {
+  const GgmlType* t = ggml_type(id);
+  return t ? std::string(t->name) + " (" + std::to_string(id) + ")" : "type " + std::to_string(id);
+}
+
+bool is_gguf(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  std::ifstream in(path, std::ios::binary);
+  char m[4] = {};
+  in.read(m, 4);
+  return in && std::memcmp(m, "GGUF", 4) == 0;
+}
+
+std::vector<std::uint8_t> GgufFile::read(const GgufTensor& t) const {
+  if (!t.sized) throw io::FileError(path, "tensor \"" + t.name + "\"", "its size is not known");
+  std::ifstream in(path, std::ios::binary);
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(t.bytes));
+  in.seekg(static_cast<std::streamoff>(t.offset));
+  if (!out.empty()) in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()));
+  if (!in) throw io::FileError(path, at_byte(t.offset), "tensor \"" + t.name + "\": its data cannot be read");
+  return out;
+}
+
+GgufFile read_gguf(const std::string& path) {
+  Cursor c(path);
+  GgufFile f;
+  f.path = path;
+  f.size = c.size();
+  const auto magic = c.le<std::uint32_t>("the magic");
+  if (magic != gguf_magic) c.fail(0, "magic " + hex(magic, 8) + " is not GGUF's (the bytes \"GGUF\")");
+  f.version = c.le<std::uint32_t>("the version");
+  // Version 2 has version 3's layout (3 added big-endian files, which say so only by this field); 1 had
+  // 32-bit counts.
+  if (f.version != 3 && f.version != 2)
+    c.fail(4, "version " + std::to_string(f.version) + ": GGUF versions 2 and 3 are read (little-endian)");
+  const std::uint64_t counts_at = c.at();
+  const auto n_tensors = c.le<std::uint64_t>("the tensor count");
+  const auto n_kv = c.le<std::uint64_t>("the metadata count");
+  // A metadata entry takes at least 8 + 4 + 1 bytes, a tensor info 8 + 4 + 4 + 8.
+  if (n_kv > c.left() / 13) c.fail(counts_at + 8, std::to_string(n_kv) + " metadata entries cannot fit in the file");
+  for (std::uint64_t i = 0; i < n_kv; ++i) {
+    const std::uint64_t where = c.at();
+    const std::string key = c.string("a metadata key");
+    const GgufValueType t = value_type(c, key);
+    if (f.metadata.count(key)) c.fail(where, "metadata \"" + echo_text(key, 80) + "\" appears twice");
+    f.metadata[key] = read_value(c, key, t, 0);
+  }
+  if (n_tensors > c.left() / 24) c.fail(counts_at, std::to_string(n_tensors) + " tensor infos cannot fit in the file");
+  if (const auto it = f.metadata.find("general.alignment"); it != f.metadata.end()) {
+    const GgufValue& a = it->second;
+    if (a.type != GgufValueType::u32 || !a.unsigned_value || *a.unsigned_value == 0 ||
+        (*a.unsigned_value & (*a.unsigned_value - 1)) != 0)
+      throw io::FileError(path, "key \"general.alignment\"",
+                          std::string(name(a.type)) + " " + a.text + ": not a UINT32 power of two");
+    f.alignment = *a.unsigned_value;
+  }
+  std::set<std::string> names;
+  for (std::uint64_t i = 0; i < n_tensors; ++i) {
+    GgufTensor t;
+    t.info_at = c.at();
+    t.name = c.string("a tensor name");
+    if (!names.insert(t.name).second) c.fail(t.info_at, "tensor \"" + echo_text(t.name, 120) + "\" appears twice");
+    const std::uint64_t dims_at = c.at();
+    const auto n_dims = c.le<std::uint32_t>("a dimension count");
+    if (n_dims < 1 || n_dims > max_dims)
+      c.fail(dims_at,
+             "tensor \"" + echo_text(t.name, 120) + "\": " + std::to_string(n_dims) + " dimensions (GGUF has 1 to 4)");
+    std::uint64_t elements = 1;
+    for (std::uint32_t d = 0; d < n_dims; ++d) {
+      const std::uint64_t at = c.at();
+      const auto n = c.le<std::uint64_t>("a dimension");
+      if (n == 0 || n > (std::uint64_t{1} << 62) / elements)
+        c.fail(at, "tensor \"" + echo_text(t.name, 120) + "\": dimension " + std::to_string(d) + " is " +
+                       std::to_string(n) + (n == 0 ? "" : ", too large a tensor"));
+      elements *= n;
+      t.dims.push_back(n);
+    }
+    t.type = c.le<std::uint32_t>("a tensor type");
+    const std::uint64_t offset_at = c.at();
+    t.offset = c.le<std::uint64_t>("a tensor offset");
+    if (t.offset % f.alignment != 0)
+      c.fail(offset_at, "tensor \"" + echo_text(t.name, 120) + "\": offset " + std::to_string(t.offset) +
+                            " is not a multiple of the alignment " + std::to_string(f.alignment));
+    if (const GgmlType* g = ggml_type(t.type); g && g->block && t.dims[0] % g->block == 0) {
+      t.bytes = elements / g->block * g->block_bytes;
+      t.sized = true;
+    }
+    f.tensors.push_back(std::move(t));
+  }
+  f.data_start = align_up(c.at(), f.alignment);
+  if (f.data_start > f.size && !f.tensors.empty())
+    c.fail(c.at(), "the tensor data would start at " + at_byte(f.data_start) + ", past the end of the file (" +
+                       std::to_string(f.size) + " bytes)");
+  for (GgufTensor& t : f.tensors) {
+    if (t.offset > f.size - std::min(f.size, f.data_start))
+      throw io::FileError(path, at_byte(f.data_start + std::min(t.offset, f.size)),
+                          "tensor \"" + echo_text(t.name, 120) + "\": its data offset " + std::to_string(t.offset) +
+                              " is past the end of the file (truncated?)");
+    t.offset += f.data_start;
+    if (t.sized && t.bytes > f.size - t.offset)
+      throw io::FileError(path, at_byte(t.offset),
+                          "tensor \"" + echo_text(t.name, 120) + "\": " + std::to_string(t.bytes) + " byte(s) of " +
+                              ggml_type_text(t.type) + " data, the file has " + std::to_string(f.size - t.offset) +
+                              " from there (truncated?)");
+  }
+  return f;
+}
+
+std::optional<std::string> gguf_source_name(const std::string& name, const std::function<bool(const std::string&)>& has,
+                                            const std::map<std::string, std::string>& names) {
+  if (const auto it = names.find(name); it != names.end()) return it->second;
+  if (has(name)) return name;
+  // gguf-py tensor_mapping.py (MODEL_ARCH.LLAMA's tensors, constants.py MODEL_TENSORS): the GGUF name and the
+  // Hugging Face transformers name it comes from.
+  static const std::pair<const char*, const char*> top[] = {
+      {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
+  static const std::pair<const char*, const char*> block[] = {
+      {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},   {"attn_v", "self_attn.v_proj"},
+      {"attn_output", "self_attn.o_proj"}, {"attn_norm", "input_layernorm"}, {"ffn_norm", "post_attention_layernorm"},
+      {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},        {"ffn_down", "mlp.down_proj"}};
+  const auto dot = name.rfind('.');
+  if (dot == std::string::npos) return std::nullopt;
+  const std::string stem = name.substr(0, dot), suffix = name.substr(dot);  // ".weight", ".bias"
+  for (const auto& [g, hf] : top)
+    if (stem == g) return std::string(hf) + suffix;
+  if (stem.rfind("blk.", 0) == 0) {
+    const auto dot2 = stem.find('.', 4);
+    if (dot2 == std::string::npos) return std::nullopt;
+    const std::string layer = stem.substr(4, dot2 - 4), part = stem.substr(dot2 + 1);
+    if (layer.empty() || layer.size() > 6 ||
+        !std::all_of(layer.begin(), layer.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+      return std::nullopt;
+    for (const auto& [g, hf] : block)
+      if (part == g) return "model.layers." + layer + "." + hf + suffix;
+  }
+  return std::nullopt;
+}
+
+void gguf_mxfp4_unpack(const std::vector<std::uint8_t>& data, std::size_t rows, std::size_t cols,
+                       std::vector<std::uint64_t>& scales, std::vector<std::uint8_t>& codes) {
+  const std::size_t per_row = cols / 32;
+  scales.assign(rows * per_row, 0);
+  codes.assign(rows * cols, 0);
+  for (std::size_t b = 0; b < rows * per_row; ++b) {
+    const std::uint8_t* p = data.data() + b * 17;
+    scales[b] = p[0];
+    const std::size_t first = (b / per_row) * cols + (b % per_row) * 32;
+    for (std::size_t j = 0; j < 16; ++j) {
+      codes[first + j] = p[1 + j] & 0x0F;
+      codes[first + j + 16] = p[1 + j] >> 4;
+    }
+  }
+}
+
+std::vector<std::uint8_t> gguf_mxfp4_pack(const std::vector<std::uint64_t>& scales,
+                                          const std::vector<std::uint8_t>& codes, std::size_t rows, std::size_t cols) {
+  const std::size_t per_row = cols / 32;
+  std::vector<std::uint8_t> out(rows * per_row * 17);
+  for (std::size_t b = 0; b < rows * per_row; ++b) {
+    std::uint8_t* p = out.data() + b * 17;
+    p[0] = static_cast<std::uint8_t>(scales[b]);
+    const std::size_t first = (b / per_row) * cols + (b % per_row) * 32;
+    for (std::size_t j = 0; j < 16; ++j)
+      p[1 + j] = static_cast<std::uint8_t>((codes[first + j] & 0x0F) | ((codes[first + j + 16] & 0x0F) << 4));
+  }
+  return out;
+}
+
+namespace detail {
+
+namespace {
+
+// The block's codes with the two halves of every byte exchanged: element j + 16 read where j is.
+std::vector<std::uint8_t> halves_swapped(const std::vector<std::uint8_t>& codes, std::size_t cols) {
+  std::vector<std::uint8_t> out(codes.size());
+  for (std::size_t i = 0; i < codes.size(); ++i) {
+    const std::size_t in_block = (i % cols) % 32;
+    out[i] = codes[in_block < 16 ? i + 16 : i - 16];
+  }
+  return out;
+}
+
+void verify_mxfp4(const GgufFile& f, const GgufTensor& t, const TensorSet& src, const CheckpointOptions& o,
+                  CheckpointReport& rep) {
+  const std::string tn = t.name;
+  const auto source_key = gguf_source_name(
+      tn, [&](const std::string& k) { return src.contains(k); }, o.gguf_names);
+  if (!source_key || !src.contains(*source_key)) {
+    rep.problems.push_back(tn + ": no source tensor" +
+                           (source_key ? " (" + *source_key + " is not in " + src.path + ")"
+                                       : " of that name, and gguf-py's Llama naming maps it to none (--names)"));
+    return;
+  }
+  const io::Tensor& st = src.at(*source_key);
+  const auto values = quantized::float_values(st);
+  if (!values)
+    throw key_error(src.file_of(*source_key), *source_key,
+                    "dtype " + std::string(io::dtype_name(st.dtype)) + " is not F32, BF16 or F16");
+  const std::string dims_text = "GGUF dims " + shape_text(t.dims);
+  if (st.shape.size() != 2 || t.dims.size() != 2 || t.dims[0] != st.shape[1] || t.dims[1] != st.shape[0]) {
+    rep.problems.push_back(tn + ": " + dims_text + " (innermost first) do not match the source's " + *source_key + " " +
+                           shape_text(st.shape) + " (GGUF [cols, rows] of a [rows, cols] weight)");
+    return;
+  }
+  if (t.dims[0] % 32 != 0 || !t.sized) {
+    rep.problems.push_back(tn + ": " + dims_text + ": ne0 " + std::to_string(t.dims[0]) +
+                           " is not a whole number of MXFP4's 32-element blocks");
+    return;
+  }
+  const auto dims = quantized::matrix_dims(st.shape);
+  if (!dims) throw key_error(src.file_of(*source_key), *source_key, "shape " + shape_text(st.shape) + " is too large");
+  S::Request req;
+  req.scheme = S::Scheme::mx;
+  req.element = &formats::e2m1;
+  req.block = 32;
+  req.variant = S::Variant::gguf;
+  S::Options so;
+  if (const auto refused = S::resolve(req, so))
+    throw io::FileError(f.path, "tensor \"" + tn + "\"", S::argument_of(refused->option) + ": " + refused->message);
+  const S::Quantized q = S::quantize(S::Tensor{dims->first, dims->second, *values}, so);
+
+  TensorReport tr;
+  tr.name = tn;
+  tr.element = q.element;
+  tr.scale_format = q.scale_format;
+  tr.recipe = "gguf MXFP4 of " + *source_key + " (mx scheme, gguf variant)";
+  std::vector<std::uint64_t> scales;
+  std::vector<std::uint8_t> codes;
+  gguf_mxfp4_unpack(f.read(t), static_cast<std::size_t>(q.rows), static_cast<std::size_t>(q.cols), scales, codes);
+  compare_blocks(q, codes, scales, tr);
+  if (!tr.diffs.empty()) {
+    const auto cols = static_cast<std::size_t>(q.cols);
+    if (halves_swapped(codes, cols) == q.codes)
+      tr.notes.insert(tr.notes.begin(), tn + ": nibble order swapped: element j + 16 is in the low nibble of a "
+                                             "block's byte j, where ggml's block_mxfp4 holds element j there");
+    // A scale byte that is the inverse: e8m0 2^(e - 127) stored as 2^(127 - e), i.e. the code 254 - e.
+    std::size_t inverse = 0, differing = 0;
+    for (const BlockDiff& d : tr.diffs)
+      if (d.scale_differs) {
+        ++differing;
+        if (d.scale_expected != 127 && d.scale_expected <= 254 && d.scale_actual == 254 - d.scale_expected) ++inverse;
+      }
+    if (inverse > 0 && inverse * 2 >= differing)
+      tr.notes.push_back(tn + ": " + std::to_string(inverse) + " of " + std::to_string(differing) +
+                         " differing scale byte(s) hold the inverse 2^(127 - e) (code 254 - e) of the e8m0 "
+                         "decode scale 2^(e - 127) that MXFP4 stores");
+  }
+  rep.tensors.push_back(std::move(tr));
+}
+
+}  // namespace
+
+CheckpointReport verify_gguf(const std::string& source, const std::string& path, const CheckpointOptions& options) {
+  const GgufFile f = read_gguf(path);
+  const TensorSet src = read_tensor_set(source);
+  CheckpointReport rep;
+  rep.format = CheckpointFormat::gguf;
+  std::set<std::string> held;  // the source tensors the file's tensors stand for
+  for (const GgufTensor& t : f.tensors) {
+    if (const auto k = gguf_source_name(
+            t.name, [&](const std::string& key) { return src.contains(key); }, options.gguf_names))
+      held.insert(*k);
+    if (t.type == ggml_mxfp4) {
+      verify_mxfp4(f, t, src, options, rep);
+    } else if (t.type == ggml_f32 || t.type == ggml_f16 || t.type == ggml_bf16) {
+      rep.skipped.push_back(t.name + ": " + ggml_type_text(t.type) + " " + shape_text(t.dims) + ", not quantized");
+    } else {
+      rep.skipped.push_back(t.name + ": " + ggml_type_text(t.type) + " " + shape_text(t.dims) +
+                            ", a type lowbit does not check");
+    }
+  }
+  if (std::none_of(f.tensors.begin(), f.tensors.end(), [](const GgufTensor& t) { return t.type == ggml_mxfp4; }))
+    throw io::FileError(path, "tensors", "no MXFP4 (type 39) tensor: nothing to check");
+  // A converter writes every tensor of the model: a source tensor that none stands for was dropped.
+  for (const auto& [key, file] : src.where)
+    if (!held.count(key))
+      rep.problems.push_back(key + ": in the source, but no tensor of " + fs::path(path).filename().string() +
+                             " holds it (dropped?)");
+
+  return rep;
+}
+
+}  // namespace detail
+
+}  // namespace lowbit::checkpoint
