@@ -336,8 +336,8 @@ void Reference::mx_torchao() {
     }
 }
 
-// gguf-py 0.19.0's MXFP4 quantizer (gguf/quants.py, class MXFP4, quantize_blocks lines 668-690; e8m0_to_fp32_half
-// lines 663-666; docs/semantics.md §4.11), per block of 32 elements of one row, as numpy computes it in f32:
+// gguf-py 0.19.0's MXFP4 quantizer (gguf/quants.py, class MXFP4, quantize_blocks lines 668-688; e8m0_to_fp32_half
+// lines 663-665; docs/semantics.md §4.11), per block of 32 elements of one row, as numpy computes it in f32:
 //   d = abs(blocks).max(axis=-1): the block's amax, NaN where the block holds a NaN (numpy's max propagates it);
 //   e = np.where(d > 0, np.floor(np.log2(d)) - 2 + 127, 0).astype(np.uint8): numpy's f32 log2 (the f32 nearest
 //       the exact log2 on every input tried: it rounds to k + 1 for an amax just below 2^(k+1), |k| >= 3), then
