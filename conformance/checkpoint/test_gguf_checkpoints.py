@@ -183,7 +183,8 @@ def test_swapped_nibbles_are_named(tmp_path):
         g.raw[at + 1 : at + 17] = bytes(((x >> 4) | (x << 4)) & 0xFF for x in g.raw[at + 1 : at + 17])
     rc, out, _ = run("--source", SOURCE, "--quantized", save(tmp_path, g), "--max-report", "1")
     assert rc == 1
-    assert "blk.0.attn_k.weight: nibble order swapped: element j + 16 is in the low nibble" in out
+    assert "blk.0.attn_k.weight: nibble order swapped in 64 of 64 differing block(s): element j + 16 is in the low " \
+           "nibble of the block's byte j" in out
 
 
 def test_swapped_nibbles_in_one_block(tmp_path):
@@ -195,6 +196,7 @@ def test_swapped_nibbles_in_one_block(tmp_path):
     assert "blk.0.attn_output.weight: gguf MXFP4 of model.layers.0.self_attn.o_proj.weight (mx scheme, gguf " \
            "variant): 1 of 128 blocks differ" in out
     assert "  block 7 (rows 3..3, cols 32..63): " in out
+    assert "blk.0.attn_output.weight: nibble order swapped in 1 of 1 differing block(s)" in out
 
 
 def rewrite(g, keep=None, rename=None, dims=None):

@@ -43,6 +43,7 @@ constexpr GgmlType ggml_types[] = {
 constexpr std::uint32_t gguf_magic = 0x46554747u;  // "GGUF" read as a little-endian u32
 constexpr int max_dims = 4;                        // GGML_MAX_DIMS
 constexpr int max_array_depth = 8;                 // arrays of arrays: deeper than any writer goes
+constexpr std::uint64_t max_key_bytes = 65535;     // docs/gguf.md: a key is at most 2^16 - 1 bytes; names too
 
 std::string at_byte(std::uint64_t at) { return "byte " + std::to_string(at); }
 
@@ -51,7 +52,6 @@ class Cursor {
  public:
   explicit Cursor(const std::string& path) : path_(path), in_(path, std::ios::binary) {
     std::error_code ec;
-    if (fs::is_symlink(path, ec)) throw io::FileError(path, "file", "a symbolic link (not followed)");
     if (!fs::is_regular_file(path, ec)) throw io::FileError(path, "file", "not a regular file");
     if (!in_) throw io::FileError(path, "file", "cannot be opened");
     size_ = fs::file_size(path, ec);
@@ -83,15 +83,32 @@ class Cursor {
     for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<std::uint64_t>(b[i]) << (8 * i);
     return static_cast<T>(v);
   }
-  std::string string(const char* what) {
+  // A string (u64 length, bytes) of at most `max` bytes: longer is an error naming where it starts.
+  std::string string(const char* what, std::uint64_t max) {
+    const std::uint64_t start = at_;
+    const std::uint64_t n = length(what);
+    if (n > max)
+      fail(start, std::string(what) + ": length " + std::to_string(n) + ", longer than " + std::to_string(max));
+    std::string s(static_cast<std::size_t>(n), '\0');
+    if (n) bytes(s.data(), n, what);
+    return s;
+  }
+  // A string value: its first `keep` bytes (the rest skipped, never held).
+  std::string string_head(const char* what, std::uint64_t keep) {
+    const std::uint64_t n = length(what);
+    std::string s(static_cast<std::size_t>(std::min(n, keep)), '\0');
+    if (!s.empty()) bytes(s.data(), s.size(), what);
+    skip(n - s.size(), what);
+    return s;
+  }
+  // A string's u64 length, checked against the bytes left.
+  std::uint64_t length(const char* what) {
     const std::uint64_t start = at_;
     const auto n = le<std::uint64_t>(what);
     if (n > left())
       fail(start, std::string(what) + ": length " + std::to_string(n) + " is more than the " + std::to_string(left()) +
                       " byte(s) left");
-    std::string s(static_cast<std::size_t>(n), '\0');
-    if (n) bytes(s.data(), n, what);
-    return s;
+    return n;
   }
   void skip(std::uint64_t n, const char* what) {
     need(n, what);
@@ -158,7 +175,7 @@ std::string scalar_text(Cursor& c, GgufValueType t, std::optional<std::uint64_t>
       if (b > 1) c.fail(where, "a BOOL holds " + std::to_string(b) + ", not 0 or 1");
       return b ? "true" : "false";
     }
-    case GgufValueType::string: return echo_text(c.string("a STRING"), 200);
+    case GgufValueType::string: return echo_text(c.string_head("a STRING", 200), 200);
     case GgufValueType::array: break;
   }
   return "";
@@ -245,7 +262,7 @@ GgufFile read_gguf(const std::string& path) {
   if (n_kv > c.left() / 13) c.fail(counts_at + 8, std::to_string(n_kv) + " metadata entries cannot fit in the file");
   for (std::uint64_t i = 0; i < n_kv; ++i) {
     const std::uint64_t where = c.at();
-    const std::string key = c.string("a metadata key");
+    const std::string key = c.string("a metadata key", max_key_bytes);
     const GgufValueType t = value_type(c, key);
     if (f.metadata.count(key)) c.fail(where, "metadata \"" + echo_text(key, 80) + "\" appears twice");
     f.metadata[key] = read_value(c, key, t, 0);
@@ -263,7 +280,7 @@ GgufFile read_gguf(const std::string& path) {
   for (std::uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensor t;
     t.info_at = c.at();
-    t.name = c.string("a tensor name");
+    t.name = c.string("a tensor name", max_key_bytes);
     if (!names.insert(t.name).second) c.fail(t.info_at, "tensor \"" + echo_text(t.name, 120) + "\" appears twice");
     const std::uint64_t dims_at = c.at();
     const auto n_dims = c.le<std::uint32_t>("a dimension count");
@@ -375,14 +392,16 @@ namespace detail {
 
 namespace {
 
-// The block's codes with the two halves of every byte exchanged: element j + 16 read where j is.
-std::vector<std::uint8_t> halves_swapped(const std::vector<std::uint8_t>& codes, std::size_t cols) {
-  std::vector<std::uint8_t> out(codes.size());
-  for (std::size_t i = 0; i < codes.size(); ++i) {
-    const std::size_t in_block = (i % cols) % 32;
-    out[i] = codes[in_block < 16 ? i + 16 : i - 16];
+// Whether the stored codes of the block [first, first + 32) read with each byte's halves exchanged (element
+// j + 16 where j belongs) are the expected ones, and are not already (a block of one repeated code is either).
+bool block_halves_swapped(const std::vector<std::uint8_t>& stored, const std::vector<std::uint8_t>& expected,
+                          std::size_t first) {
+  bool differs = false;
+  for (std::size_t j = 0; j < 32; ++j) {
+    if (stored[first + (j + 16) % 32] != expected[first + j]) return false;
+    differs = differs || stored[first + j] != expected[first + j];
   }
-  return out;
+  return differs;
 }
 
 void verify_mxfp4(const GgufFile& f, const GgufTensor& t, const TensorSet& src, const CheckpointOptions& o,
@@ -435,9 +454,17 @@ void verify_mxfp4(const GgufFile& f, const GgufTensor& t, const TensorSet& src, 
   compare_blocks(q, codes, scales, tr);
   if (!tr.diffs.empty()) {
     const auto cols = static_cast<std::size_t>(q.cols);
-    if (halves_swapped(codes, cols) == q.codes)
-      tr.notes.insert(tr.notes.begin(), tn + ": nibble order swapped: element j + 16 is in the low nibble of a "
-                                             "block's byte j, where ggml's block_mxfp4 holds element j there");
+    std::size_t swapped = 0;
+    for (const BlockDiff& d : tr.diffs)
+      if (d.codes_differ &&
+          block_halves_swapped(codes, q.codes, static_cast<std::size_t>(d.r0) * cols + static_cast<std::size_t>(d.c0)))
+        ++swapped;
+    if (swapped)
+      tr.notes.insert(tr.notes.begin(),
+                      tn + ": nibble order swapped in " + std::to_string(swapped) + " of " +
+                          std::to_string(tr.diffs.size()) +
+                          " differing block(s): element j + 16 is in the low nibble of the block's byte j, where "
+                          "ggml's block_mxfp4 holds element j there");
     // A scale byte that is the inverse: e8m0 2^(e - 127) stored as 2^(127 - e), i.e. the code 254 - e.
     std::size_t inverse = 0, differing = 0;
     for (const BlockDiff& d : tr.diffs)
