@@ -46,7 +46,8 @@ if(LOWBIT_PEERS_PYTHON)
            COMMAND ${LOWBIT_PEERS_PYTHON} -m pytest -q -p no:cacheprovider
                    ${CMAKE_CURRENT_LIST_DIR}/checkpoint/test_gguf_peer.py)
   set_tests_properties(peer_gguf PROPERTIES
-    LABELS "full;peers" ENVIRONMENT "LOWBIT=$<TARGET_FILE:lowbit>;LOWBIT_REQUIRE_PEERS=1" TIMEOUT 1200)
+    LABELS "full;peers" TIMEOUT 1200
+    ENVIRONMENT "LOWBIT=$<TARGET_FILE:lowbit>;LOWBIT_REQUIRE_PEERS=1;LOWBIT_CHECKPOINT_WRITE_TEST=$<TARGET_FILE:test_checkpoint_write>")
   # torch's GradScaler on the CPU against `lowbit state step` (conformance/state/).
   add_test(NAME peer_gradscaler
            COMMAND ${LOWBIT_PEERS_PYTHON} -m pytest -q -p no:cacheprovider

@@ -88,3 +88,68 @@ def test_scheme_equals_quantize_blocks():
     assert not bad.size, f"{len(np.unique(bad[:, 0]))} of {len(x)} blocks differ, first {bad[0][0]}: " \
                          f"x {x[bad[0][0]].tolist()} gguf-py {want[bad[0][0]].tolist()} lowbit {got[bad[0][0]].tolist()}"
     assert x.shape[0] > 6000
+
+
+# ---- checkpoint::write_gguf read back by gguf-py --------------------------------------------------------------
+
+WRITER_TEST = os.environ.get("LOWBIT_CHECKPOINT_WRITE_TEST")
+WRITTEN = [("output.weight", "lm_head.weight"), ("blk.0.attn_q.weight", "model.layers.0.self_attn.q_proj.weight"),
+           ("blk.0.attn_k.weight", "model.layers.0.self_attn.k_proj.weight"),
+           ("blk.0.attn_v.weight", "model.layers.0.self_attn.v_proj.weight"),
+           ("blk.0.attn_output.weight", "model.layers.0.self_attn.o_proj.weight"),
+           ("blk.0.ffn_gate.weight", "model.layers.0.mlp.gate_proj.weight"),
+           ("blk.0.ffn_up.weight", "model.layers.0.mlp.up_proj.weight"),
+           ("blk.0.ffn_down.weight", "model.layers.0.mlp.down_proj.weight")]
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    gguf_quants()
+    if not WRITER_TEST:
+        pytest.skip("LOWBIT_CHECKPOINT_WRITE_TEST (the test_checkpoint_write binary) not given")
+    out = tmp_path_factory.mktemp("written")
+    subprocess.run([WRITER_TEST, "--gtest_filter=GgufWrite.RoundTripsThroughTheReaderAndVerifiesIdentical"],
+                   check=True, capture_output=True, env={**os.environ, "LOWBIT_GGUF_WRITE_TO": str(out)})
+    return out / "written.gguf"
+
+
+def test_gguf_reader_reads_what_write_gguf_wrote(written):
+    import gguf
+    from gguf import GGMLQuantizationType as T
+    from make_gguf import SOURCE, read_safetensors
+
+    src = read_safetensors(SOURCE)
+    r = gguf.GGUFReader(written)
+    assert r.fields["general.architecture"].contents() == "llama"
+    tensors = {t.name: t for t in r.tensors}
+    assert list(tensors) == [g for g, _ in WRITTEN] + ["output_norm.weight"]
+    for g, hf in WRITTEN:
+        t = tensors[g]
+        assert t.tensor_type == T.MXFP4 and list(t.shape) == list(src[hf].shape[::-1]), g
+        want = gguf.quants.quantize(src[hf], T.MXFP4)
+        assert np.array_equal(np.asarray(t.data).reshape(want.shape), want), g
+        # and gguf-py's own decode of lowbit's blocks is the decode of its own
+        assert np.array_equal(gguf.quants.dequantize(np.asarray(t.data), T.MXFP4).reshape(src[hf].shape),
+                              gguf.quants.dequantize(want, T.MXFP4).reshape(src[hf].shape)), g
+    n = tensors["output_norm.weight"]
+    assert n.tensor_type == T.BF16 and list(n.shape) == [64]
+
+
+def test_write_gguf_equals_gguf_writer(written):
+    # The same tensors through gguf-py's GGUFWriter: the same bytes, header, metadata, infos, padding and data.
+    import gguf
+    from gguf import GGMLQuantizationType as T
+    from make_gguf import SOURCE, read_safetensors
+
+    src = read_safetensors(SOURCE)
+    path = written.parent / "by_gguf_py.gguf"
+    w = gguf.GGUFWriter(path, "llama")
+    for g, hf in WRITTEN:
+        w.add_tensor(g, gguf.quants.quantize(src[hf], T.MXFP4), raw_dtype=T.MXFP4)
+    bf16 = (src["model.norm.weight"].view(np.uint32) >> 16).astype(np.uint16)
+    w.add_tensor("output_norm.weight", bf16, raw_shape=bf16.shape, raw_dtype=T.BF16)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    assert path.read_bytes() == written.read_bytes()

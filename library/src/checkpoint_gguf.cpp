@@ -21,6 +21,8 @@
 
 #include "checkpoint_internal.hpp"
 #include "lowbit/checkpoint.hpp"
+#include "lowbit/error.hpp"
+#include "lowbit/output.hpp"
 #include "lowbit/quantized.hpp"
 #include "lowbit/text.hpp"
 
@@ -386,6 +388,128 @@ std::vector<std::uint8_t> gguf_mxfp4_pack(const std::vector<std::uint64_t>& scal
       p[1 + j] = static_cast<std::uint8_t>((codes[first + j] & 0x0F) | ((codes[first + j + 16] & 0x0F) << 4));
   }
   return out;
+}
+
+namespace {
+
+// Little-endian appends.
+template <class T>
+void put(std::vector<std::uint8_t>& out, T v) {
+  for (std::size_t i = 0; i < sizeof(T); ++i)
+    out.push_back(static_cast<std::uint8_t>(static_cast<std::uint64_t>(v) >> (8 * i)));
+}
+void put_string(std::vector<std::uint8_t>& out, const std::string& s) {
+  put<std::uint64_t>(out, s.size());
+  out.insert(out.end(), s.begin(), s.end());
+}
+
+struct Planned {
+  std::string name;
+  std::vector<std::uint64_t> dims;  // innermost first
+  std::uint32_t type = 0;
+  std::vector<std::uint8_t> data;
+};
+
+Planned plan(const GgufEntry& e) {
+  Planned p;
+  p.name = e.name;
+  auto refuse = [&](const std::string& why) {
+    return ArgumentError("tensors", "'" + echo_text(e.name, 120) + "': " + why);
+  };
+  if (e.name.size() > max_key_bytes) throw refuse("a name longer than 2^16 - 1 bytes");
+  if ((e.mxfp4 == nullptr) == (e.plain == nullptr)) throw refuse("give either an MXFP4 quantization or a plain tensor");
+  if (e.mxfp4) {
+    const S::Quantized& q = *e.mxfp4;
+    if (q.scheme != S::Scheme::mx || q.element != &formats::e2m1 || q.block_rows != 1 || q.block_cols != 32)
+      throw refuse("not an MX quantization of e2m1 elements in blocks of 1 x 32 (GGUF MXFP4)");
+    if (q.rows < 1 || q.cols < 32 || q.cols % 32 != 0)
+      throw refuse(std::to_string(q.cols) + " columns: MXFP4 rows are whole 32-element blocks");
+    if (q.codes.size() != static_cast<std::size_t>(q.rows) * static_cast<std::size_t>(q.cols) ||
+        q.scales.size() != static_cast<std::size_t>(q.rows) * static_cast<std::size_t>(q.cols / 32))
+      throw refuse("its codes or scales do not fill its shape");
+    for (std::uint64_t sc : q.scales)
+      if (sc > 0xFF) throw refuse("a scale that is not an e8m0 code");
+    for (std::uint8_t c : q.codes)
+      if (c > 0x0F) throw refuse("a code that is not an e2m1 code");
+    p.dims = {static_cast<std::uint64_t>(q.cols), static_cast<std::uint64_t>(q.rows)};
+    p.type = ggml_mxfp4;
+    p.data = gguf_mxfp4_pack(q.scales, q.codes, static_cast<std::size_t>(q.rows), static_cast<std::size_t>(q.cols));
+    return p;
+  }
+  const io::Tensor& t = *e.plain;
+  switch (t.dtype) {
+    case io::DType::f32: p.type = ggml_f32; break;
+    case io::DType::f16: p.type = ggml_f16; break;
+    case io::DType::bf16: p.type = ggml_bf16; break;
+    default:
+      throw refuse("dtype " + std::string(io::dtype_name(t.dtype)) + ": F32, F16 or BF16 are written as they are");
+  }
+  if (t.shape.empty() || t.shape.size() > static_cast<std::size_t>(max_dims))
+    throw refuse("shape " + shape_text(t.shape) + ": GGUF tensors have 1 to 4 dimensions");
+  for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) {
+    if (*it == 0) throw refuse("shape " + shape_text(t.shape) + " has a zero dimension");
+    p.dims.push_back(*it);
+  }
+  p.data = t.bytes;
+  return p;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> encode_gguf(const std::vector<GgufEntry>& tensors, const GgufWriteOptions& options) {
+  const std::uint64_t align = options.alignment;
+  if (align < 8 || (align & (align - 1)) != 0)
+    throw ArgumentError("alignment", std::to_string(align) + " is not a power of two of at least 8");
+  std::vector<Planned> planned;
+  std::set<std::string> names;
+  for (const GgufEntry& e : tensors) {
+    if (!names.insert(e.name).second) throw ArgumentError("tensors", "'" + echo_text(e.name, 120) + "' is named twice");
+    planned.push_back(plan(e));
+  }
+  std::vector<std::pair<std::string, std::pair<GgufValueType, std::string>>> kv;
+  kv.push_back({"general.architecture", {GgufValueType::string, options.architecture}});
+  if (align != 32) kv.push_back({"general.alignment", {GgufValueType::u32, std::to_string(align)}});
+  for (const auto& [k, v] : options.metadata) {
+    if (k == "general.architecture" || k == "general.alignment")
+      throw ArgumentError("metadata", "'" + k + "' is written from the options' own field");
+    if (k.size() > max_key_bytes) throw ArgumentError("metadata", "a key longer than 2^16 - 1 bytes");
+    kv.push_back({k, {GgufValueType::string, v}});
+  }
+  std::vector<std::uint8_t> out;
+  put<std::uint32_t>(out, gguf_magic);
+  put<std::uint32_t>(out, 3);
+  put<std::uint64_t>(out, planned.size());
+  put<std::uint64_t>(out, kv.size());
+  for (const auto& [k, v] : kv) {
+    put_string(out, k);
+    put<std::uint32_t>(out, static_cast<std::uint32_t>(v.first));
+    if (v.first == GgufValueType::u32) {
+      put<std::uint32_t>(out, static_cast<std::uint32_t>(align));
+    } else {
+      put_string(out, v.second);
+    }
+  }
+  std::uint64_t offset = 0;
+  for (const Planned& p : planned) {
+    put_string(out, p.name);
+    put<std::uint32_t>(out, static_cast<std::uint32_t>(p.dims.size()));
+    for (std::uint64_t d : p.dims) put<std::uint64_t>(out, d);
+    put<std::uint32_t>(out, p.type);
+    put<std::uint64_t>(out, offset);
+    offset = align_up(offset + p.data.size(), align);
+  }
+  out.resize(static_cast<std::size_t>(align_up(out.size(), align)), 0);
+  for (const Planned& p : planned) {
+    out.insert(out.end(), p.data.begin(), p.data.end());
+    out.resize(static_cast<std::size_t>(align_up(out.size(), align)), 0);
+  }
+  return out;
+}
+
+void write_gguf(const std::string& path, const std::vector<GgufEntry>& tensors, const GgufWriteOptions& options) {
+  const std::vector<std::uint8_t> bytes = encode_gguf(tensors, options);
+  const std::span<const std::uint8_t> parts[] = {bytes};
+  io::write_output(path, parts, options.output);
 }
 
 namespace detail {

@@ -12,6 +12,7 @@
 #include "lowbit/format.hpp"
 #include "lowbit/io.hpp"
 #include "lowbit/names.hpp"
+#include "lowbit/output.hpp"
 #include "lowbit/scale.hpp"
 
 namespace lowbit::checkpoint {
@@ -199,5 +200,33 @@ void gguf_mxfp4_unpack(const std::vector<std::uint8_t>& data, std::size_t rows, 
 // The inverse: the 17-byte blocks of codes and scales.
 std::vector<std::uint8_t> gguf_mxfp4_pack(const std::vector<std::uint64_t>& scales,
                                           const std::vector<std::uint8_t>& codes, std::size_t rows, std::size_t cols);
+
+// ---- writing a GGUF file ----------------------------------------------------------------------------
+
+// One tensor of a GGUF file to write: `mxfp4`, an MX quantization with e2m1 elements in blocks of 1 x 32 over
+// whole rows (cols a multiple of 32; any scale rule, `--variant gguf` for gguf-py's arithmetic), written as
+// ggml type 39; or `plain`, an F32, F16 or BF16 tensor of 1 to 4 dimensions written as it is (types 0, 1,
+// 30).  Dims are written innermost first, as GGUF stores them.
+struct GgufEntry {
+  std::string name;
+  const scale::Quantized* mxfp4 = nullptr;
+  const io::Tensor* plain = nullptr;
+};
+
+struct GgufWriteOptions {
+  std::string architecture = "llama";           // general.architecture, the first metadata entry
+  std::uint32_t alignment = 32;                 // general.alignment, written only when not GGUF's default 32
+  std::map<std::string, std::string> metadata;  // further STRING entries, in key order
+  io::OutputOptions output;                     // io::write_output's (the inputs the file must not be)
+};
+
+// The bytes of a GGUF v3 file of `tensors`, in their order.  Throws ArgumentError("tensors", naming the
+// tensor) for a tensor of neither kind, an MX quantization that is not MXFP4's shape, a name repeated or
+// longer than 2^16 - 1 bytes; ArgumentError("alignment") for an alignment that is not a power of two of at
+// least 8.
+std::vector<std::uint8_t> encode_gguf(const std::vector<GgufEntry>& tensors, const GgufWriteOptions& options = {});
+// encode_gguf written to `path` by io::write_output (a temporary renamed over the target; nothing written on
+// error).
+void write_gguf(const std::string& path, const std::vector<GgufEntry>& tensors, const GgufWriteOptions& options = {});
 
 }  // namespace lowbit::checkpoint
