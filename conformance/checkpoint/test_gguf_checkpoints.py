@@ -373,3 +373,84 @@ def test_gguf_variant_refusals():
                             os.path.join(d, "x.npy"), "--out", os.path.join(d, "q")], capture_output=True, text=True,
                            check=False)
         assert p.returncode == 2 and "--variant" in p.stderr, p.stderr
+
+
+# ---- small files built here ------------------------------------------------------------------------------------
+
+def tiny_gguf(tensors, kv=(), version=3):
+    """A GGUF file: kv [(key, type, packed value bytes)], tensors [(name, dims, ggml type, data)], aligned to 32."""
+    out = struct.pack("<IIQQ", 0x46554747, version, len(tensors), len(kv))
+    for key, t, value in kv:
+        out += struct.pack("<Q", len(key)) + key.encode() + struct.pack("<I", t) + value
+    data, infos = b"", b""
+    for name, dims, qtype, blob in tensors:
+        infos += struct.pack("<Q", len(name)) + name.encode() + struct.pack("<I", len(dims))
+        infos += b"".join(struct.pack("<Q", d) for d in dims) + struct.pack("<IQ", qtype, len(data))
+        data += blob + bytes(-len(blob) % 32)
+    out += infos
+    return out + bytes(-len(out) % 32) + data
+
+
+def f32_source(tmp_path, name, a):
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    h = json.dumps({name: {"dtype": "F32", "shape": list(a.shape), "data_offsets": [0, a.nbytes]}}).encode()
+    h += b" " * (-len(h) % 8)
+    p = tmp_path / "src.safetensors"
+    p.write_bytes(struct.pack("<Q", len(h)) + h + a.tobytes())
+    return p
+
+
+def test_rows_that_are_not_whole_blocks_are_named(tmp_path):
+    src = f32_source(tmp_path, "w", np.ones((2, 48)))
+    p = tmp_path / "w.gguf"
+    p.write_bytes(tiny_gguf([("w", [48, 2], MXFP4, bytes(34))]))
+    rc, out, err = run("--source", src, "--quantized", p)
+    assert rc == 1, out + err
+    assert "problem: w: GGUF dims [48, 2]: ne0 48 is not a whole number of MXFP4's 32-element blocks" in out
+
+
+def test_a_file_of_gguf_magic_is_read_whatever_its_name(tmp_path):
+    p = tmp_path / "model.bin"
+    p.write_bytes(load(LLAMA).raw)
+    rc, out, _ = run("--source", SOURCE, "--quantized", p)
+    assert rc == 0 and "verify-checkpoint: gguf, 8 tensor(s)" in out
+
+
+def test_metadata_of_every_type_is_read(tmp_path):
+    # Every GGUF value type (docs/gguf.md: 0-12), an array of strings and a nested array among them.
+    string = lambda s: struct.pack("<Q", len(s)) + s.encode()
+    kv = [("u8", 0, b"\x07"), ("i8", 1, b"\xff"), ("u16", 2, b"\x01\x02"), ("i16", 3, b"\xff\xff"),
+          ("u32", 4, struct.pack("<I", 9)), ("i32", 5, struct.pack("<i", -9)), ("f32", 6, struct.pack("<f", 1.5)),
+          ("bool", 7, b"\x01"), ("str", 8, string("x" * 1000)),
+          ("arr", 9, struct.pack("<IQ", 8, 3) + string("a") + string("b") + string("c")),
+          ("nested", 9, struct.pack("<IQ", 9, 2) + (struct.pack("<IQ", 4, 1) + struct.pack("<I", 5)) * 2),
+          ("u64", 10, struct.pack("<Q", 2**63)), ("i64", 11, struct.pack("<q", -1)), ("f64", 12, struct.pack("<d", 0.25))]
+    src = f32_source(tmp_path, "w", np.ones((1, 32)))
+    # amax 1: e = floor(log2 1) - 2 + 127 = 125 (scale 2^-2), every element 1.0 = 4 * 2^-2 (e2m1 0x6).
+    block = bytes([125]) + bytes([0x66] * 16)
+    p = tmp_path / "w.gguf"
+    p.write_bytes(tiny_gguf([("w", [32, 1], MXFP4, block)], kv))
+    rc, out, err = run("--source", src, "--quantized", p)
+    assert rc == 0, out + err
+
+
+@pytest.mark.parametrize("kv,expect", [
+    ([("general.alignment", 8, struct.pack("<Q", 2) + b"32")], "key \"general.alignment\""),
+    ([("general.alignment", 4, struct.pack("<I", 24))], "not a UINT32 power of two"),
+    ([("k", 13, b"")], "value type 13 is not a GGUF value type"),
+    ([("k", 7, b"\x02")], "a BOOL holds 2"),
+    ([("k", 9, struct.pack("<IQ", 4, 2**40))], "an array of 1099511627776 UINT32 needs more than"),
+    ([("k", 4, b"\x00\x00\x00\x00"), ("k", 4, b"\x00\x00\x00\x00")], "metadata \"k\" appears twice"),
+])
+def test_bad_metadata_is_named(tmp_path, kv, expect):
+    refused(tmp_path, tiny_gguf([("w", [32, 1], MXFP4, bytes(17))], kv), expect)
+
+
+@pytest.mark.parametrize("tensors,expect", [
+    ([("w", [32, 1, 1, 1, 1], MXFP4, bytes(17))], "5 dimensions (GGUF has 1 to 4)"),
+    ([("w", [0, 1], MXFP4, b"")], "dimension 0 is 0"),
+    ([("w", [32, 1], MXFP4, bytes(17)), ("w", [32, 1], MXFP4, bytes(17))], "tensor \"w\" appears twice"),
+    ([("w", [32, 2**40], MXFP4, bytes(17))], "tensor \"w\": 18691697672192 byte(s) of MXFP4 (39) data"),
+])
+def test_bad_tensor_infos_are_named(tmp_path, tensors, expect):
+    refused(tmp_path, tiny_gguf(tensors), expect)
