@@ -116,7 +116,8 @@ def test_llama_verifies_identical():
            "identical (128 blocks)" in out
     # The Q8_0 embedding and the F32 norms are read and named, not checked.
     assert "skipped: token_embd.weight: Q8_0 (8) [64, 64], a type lowbit does not check" in out
-    assert "skipped: blk.0.attn_norm.weight: F32 (0) [64], not quantized" in out
+    assert "skipped: blk.0.attn_norm.weight: F32 (0) [64], not quantized; equal to the source's " \
+           "model.layers.0.input_layernorm.weight" in out
     assert out.endswith("verify-checkpoint: gguf, 8 tensor(s), 0 differing block(s), identical\n")
 
 
@@ -454,3 +455,14 @@ def test_bad_metadata_is_named(tmp_path, kv, expect):
 ])
 def test_bad_tensor_infos_are_named(tmp_path, tensors, expect):
     refused(tmp_path, tiny_gguf(tensors), expect)
+
+
+def test_a_changed_plain_value_is_named(tmp_path):
+    # The F32 norms are the source's bf16 values widened: one changed bit is a problem naming the element.
+    g = load(LLAMA)
+    at = g.data + g.tensor("blk.0.ffn_norm.weight")["offset"] + 4 * 7
+    g.raw[at] ^= 1
+    rc, out, _ = run("--source", SOURCE, "--quantized", save(tmp_path, g))
+    assert rc == 1
+    assert "problem: blk.0.ffn_norm.weight: 1 of 64 values differ from the source's " \
+           "model.layers.0.post_attention_layernorm.weight rounded to f32, first element 7: expected 0x" in out

@@ -21,6 +21,7 @@
 
 #include "checkpoint_internal.hpp"
 #include "lowbit/checkpoint.hpp"
+#include "lowbit/convert.hpp"
 #include "lowbit/error.hpp"
 #include "lowbit/output.hpp"
 #include "lowbit/quantized.hpp"
@@ -604,6 +605,53 @@ void verify_mxfp4(const GgufFile& f, const GgufTensor& t, const TensorSet& src, 
   rep.tensors.push_back(std::move(tr));
 }
 
+// An F32, F16 or BF16 tensor: the source's values rounded to its type (to nearest even, as numpy's astype
+// and gguf-py's writer convert), compared code for code where the source has it; listed as skipped either way.
+void compare_plain(const GgufFile& f, const GgufTensor& t, const TensorSet& src, const CheckpointOptions& o,
+                   CheckpointReport& rep) {
+  const std::string head = t.name + ": " + ggml_type_text(t.type) + " " + shape_text(t.dims) + ", not quantized";
+  const auto key = gguf_source_name(
+      t.name, [&](const std::string& k) { return src.contains(k); }, o.gguf_names);
+  if (!key || !src.contains(*key)) {
+    rep.skipped.push_back(head + "; no source tensor to compare");
+    return;
+  }
+  const io::Tensor& st = src.at(*key);
+  const auto values = quantized::float_values(st);
+  const std::vector<std::uint64_t> reversed(t.dims.rbegin(), t.dims.rend());
+  if (!values || st.shape != reversed) {
+    rep.problems.push_back(t.name + ": " + shape_text(t.dims) + " (innermost first) is not the source's " + *key + " " +
+                           std::string(io::dtype_name(st.dtype)) + " " + shape_text(st.shape));
+    return;
+  }
+  const Format& to = t.type == ggml_f32 ? formats::f32 : t.type == ggml_f16 ? formats::f16 : formats::bf16;
+  const std::size_t width = t.type == ggml_f32 ? 4 : 2;
+  const std::vector<std::uint8_t> data = f.read(t);
+  Policy p;
+  p.overflow = Overflow::nosat;
+  std::size_t differ = 0, first = 0;
+  std::uint64_t want_first = 0, got_first = 0;
+  for (std::size_t i = 0; i < values->size(); ++i) {
+    std::uint64_t got = 0;
+    for (std::size_t b = 0; b < width; ++b) got |= static_cast<std::uint64_t>(data[i * width + b]) << (8 * b);
+    const std::uint64_t want = convert(formats::f32, std::bit_cast<std::uint32_t>((*values)[i]), to, p).code;
+    if (want != got && differ++ == 0) {
+      first = i;
+      want_first = want;
+      got_first = got;
+    }
+  }
+  if (differ) {
+    rep.problems.push_back(t.name + ": " + std::to_string(differ) + " of " + std::to_string(values->size()) +
+                           " values differ from the source's " + *key + " rounded to " + to.name + ", first element " +
+                           std::to_string(first) + ": expected " + hex(want_first, to.hex_digits()) + " (" +
+                           value_text(to, want_first) + ") actual " + hex(got_first, to.hex_digits()) + " (" +
+                           value_text(to, got_first) + ")");
+    return;
+  }
+  rep.skipped.push_back(head + "; equal to the source's " + *key);
+}
+
 }  // namespace
 
 CheckpointReport verify_gguf(const std::string& source, const std::string& path, const CheckpointOptions& options) {
@@ -619,7 +667,7 @@ CheckpointReport verify_gguf(const std::string& source, const std::string& path,
     if (t.type == ggml_mxfp4) {
       verify_mxfp4(f, t, src, options, rep);
     } else if (t.type == ggml_f32 || t.type == ggml_f16 || t.type == ggml_bf16) {
-      rep.skipped.push_back(t.name + ": " + ggml_type_text(t.type) + " " + shape_text(t.dims) + ", not quantized");
+      compare_plain(f, t, src, options, rep);
     } else {
       rep.skipped.push_back(t.name + ": " + ggml_type_text(t.type) + " " + shape_text(t.dims) +
                             ", a type lowbit does not check");
