@@ -466,3 +466,36 @@ def test_a_changed_plain_value_is_named(tmp_path):
     assert rc == 1
     assert "problem: blk.0.ffn_norm.weight: 1 of 64 values differ from the source's " \
            "model.layers.0.post_attention_layernorm.weight rounded to f32, first element 7: expected 0x" in out
+
+
+def test_big_endian_is_named(tmp_path):
+    raw = bytearray(load(LLAMA).raw)
+    struct.pack_into(">I", raw, 4, 3)
+    refused(tmp_path, raw, "byte 4", "a big-endian GGUF file")
+
+
+def test_random_damage_never_crashes(tmp_path):
+    # Bytes of the header, metadata and tensor infos changed at random, and cuts anywhere: each run ends in
+    # exit 0, 1 or 2, and an exit 2 names the file; never a crash or an uncaught exception (every other run
+    # with --json, whose output must stay JSON).
+    raw = load(LLAMA).raw
+    g = load(LLAMA)
+    header_end = g.data
+    rng = np.random.default_rng(20261224)
+    p = tmp_path / "damaged.gguf"
+    seen = set()
+    for i in range(100):
+        b = bytearray(raw)
+        for _ in range(int(rng.integers(1, 4))):
+            b[int(rng.integers(0, header_end))] = int(rng.integers(0, 256))
+        if i % 5 == 0:
+            b = b[: int(rng.integers(0, len(b)))]
+        p.write_bytes(bytes(b))
+        rc, out, err = run("--source", SOURCE, "--quantized", p, *(["--json"] if i % 2 else []))
+        assert rc in (0, 1, 2), (i, rc, err)
+        if rc != 2 and i % 2:
+            json.loads(out)  # the report stays JSON whatever bytes the names hold
+        if rc == 2:
+            assert err.startswith("lowbit: ") and "damaged.gguf" in err, (i, err)
+        seen.add(rc)
+    assert 2 in seen

@@ -237,12 +237,13 @@ bool is_gguf(const std::string& path) {
 }
 
 std::vector<std::uint8_t> GgufFile::read(const GgufTensor& t) const {
-  if (!t.sized) throw io::FileError(path, "tensor \"" + t.name + "\"", "its size is not known");
+  if (!t.sized) throw io::FileError(path, "tensor \"" + echo_text(t.name, 200) + "\"", "its size is not known");
   std::ifstream in(path, std::ios::binary);
   std::vector<std::uint8_t> out(static_cast<std::size_t>(t.bytes));
   in.seekg(static_cast<std::streamoff>(t.offset));
   if (!out.empty()) in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()));
-  if (!in) throw io::FileError(path, at_byte(t.offset), "tensor \"" + t.name + "\": its data cannot be read");
+  if (!in)
+    throw io::FileError(path, at_byte(t.offset), "tensor \"" + echo_text(t.name, 200) + "\": its data cannot be read");
   return out;
 }
 
@@ -256,6 +257,10 @@ GgufFile read_gguf(const std::string& path) {
   f.version = c.le<std::uint32_t>("the version");
   // Version 2 has version 3's layout (3 added big-endian files, which say so only by this field); 1 had
   // 32-bit counts.
+  if (f.version == 0x03000000u || f.version == 0x02000000u)
+    c.fail(4, "a big-endian GGUF file (version " + std::to_string(f.version >> 24) +
+                  " byte-swapped): only little-endian "
+                  "files are read");
   if (f.version != 3 && f.version != 2)
     c.fail(4, "version " + std::to_string(f.version) + ": GGUF versions 2 and 3 are read (little-endian)");
   const std::uint64_t counts_at = c.at();
@@ -531,12 +536,12 @@ bool block_halves_swapped(const std::vector<std::uint8_t>& stored, const std::ve
 
 void verify_mxfp4(const GgufFile& f, const GgufTensor& t, const TensorSet& src, const CheckpointOptions& o,
                   CheckpointReport& rep) {
-  const std::string tn = t.name;
+  const std::string tn = echo_text(t.name, 200);  // names are the file's bytes: shown safe
   const auto source_key = gguf_source_name(
-      tn, [&](const std::string& k) { return src.contains(k); }, o.gguf_names);
+      t.name, [&](const std::string& k) { return src.contains(k); }, o.gguf_names);
   if (!source_key || !src.contains(*source_key)) {
     rep.problems.push_back(tn + ": no source tensor" +
-                           (source_key ? " (" + *source_key + " is not in " + src.path + ")"
+                           (source_key ? " (" + echo_text(*source_key, 200) + " is not in " + src.path + ")"
                                        : " of that name, and gguf-py's Llama naming maps it to none (--names)"));
     return;
   }
@@ -547,8 +552,9 @@ void verify_mxfp4(const GgufFile& f, const GgufTensor& t, const TensorSet& src, 
                     "dtype " + std::string(io::dtype_name(st.dtype)) + " is not F32, BF16 or F16");
   const std::string dims_text = "GGUF dims " + shape_text(t.dims);
   if (st.shape.size() != 2 || t.dims.size() != 2 || t.dims[0] != st.shape[1] || t.dims[1] != st.shape[0]) {
-    rep.problems.push_back(tn + ": " + dims_text + " (innermost first) do not match the source's " + *source_key + " " +
-                           shape_text(st.shape) + " (GGUF [cols, rows] of a [rows, cols] weight)");
+    rep.problems.push_back(tn + ": " + dims_text + " (innermost first) do not match the source's " +
+                           echo_text(*source_key, 200) + " " + shape_text(st.shape) +
+                           " (GGUF [cols, rows] of a [rows, cols] weight)");
     return;
   }
   if (t.dims[0] % 32 != 0 || !t.sized) {
@@ -572,7 +578,7 @@ void verify_mxfp4(const GgufFile& f, const GgufTensor& t, const TensorSet& src, 
   tr.name = tn;
   tr.element = q.element;
   tr.scale_format = q.scale_format;
-  tr.recipe = "gguf MXFP4 of " + *source_key + " (mx scheme, gguf variant)";
+  tr.recipe = "gguf MXFP4 of " + echo_text(*source_key, 200) + " (mx scheme, gguf variant)";
   std::vector<std::uint64_t> scales;
   std::vector<std::uint8_t> codes;
   gguf_mxfp4_unpack(f.read(t), static_cast<std::size_t>(q.rows), static_cast<std::size_t>(q.cols), scales, codes);
@@ -609,7 +615,8 @@ void verify_mxfp4(const GgufFile& f, const GgufTensor& t, const TensorSet& src, 
 // and gguf-py's writer convert), compared code for code where the source has it; listed as skipped either way.
 void compare_plain(const GgufFile& f, const GgufTensor& t, const TensorSet& src, const CheckpointOptions& o,
                    CheckpointReport& rep) {
-  const std::string head = t.name + ": " + ggml_type_text(t.type) + " " + shape_text(t.dims) + ", not quantized";
+  const std::string shown = echo_text(t.name, 200);
+  const std::string head = shown + ": " + ggml_type_text(t.type) + " " + shape_text(t.dims) + ", not quantized";
   const auto key = gguf_source_name(
       t.name, [&](const std::string& k) { return src.contains(k); }, o.gguf_names);
   if (!key || !src.contains(*key)) {
@@ -620,8 +627,9 @@ void compare_plain(const GgufFile& f, const GgufTensor& t, const TensorSet& src,
   const auto values = quantized::float_values(st);
   const std::vector<std::uint64_t> reversed(t.dims.rbegin(), t.dims.rend());
   if (!values || st.shape != reversed) {
-    rep.problems.push_back(t.name + ": " + shape_text(t.dims) + " (innermost first) is not the source's " + *key + " " +
-                           std::string(io::dtype_name(st.dtype)) + " " + shape_text(st.shape));
+    rep.problems.push_back(shown + ": " + shape_text(t.dims) + " (innermost first) is not the source's " +
+                           echo_text(*key, 200) + " " + std::string(io::dtype_name(st.dtype)) + " " +
+                           shape_text(st.shape));
     return;
   }
   const Format& to = t.type == ggml_f32 ? formats::f32 : t.type == ggml_f16 ? formats::f16 : formats::bf16;
@@ -642,14 +650,14 @@ void compare_plain(const GgufFile& f, const GgufTensor& t, const TensorSet& src,
     }
   }
   if (differ) {
-    rep.problems.push_back(t.name + ": " + std::to_string(differ) + " of " + std::to_string(values->size()) +
-                           " values differ from the source's " + *key + " rounded to " + to.name + ", first element " +
-                           std::to_string(first) + ": expected " + hex(want_first, to.hex_digits()) + " (" +
-                           value_text(to, want_first) + ") actual " + hex(got_first, to.hex_digits()) + " (" +
-                           value_text(to, got_first) + ")");
+    rep.problems.push_back(shown + ": " + std::to_string(differ) + " of " + std::to_string(values->size()) +
+                           " values differ from the source's " + echo_text(*key, 200) + " rounded to " + to.name +
+                           ", first element " + std::to_string(first) + ": expected " +
+                           hex(want_first, to.hex_digits()) + " (" + value_text(to, want_first) + ") actual " +
+                           hex(got_first, to.hex_digits()) + " (" + value_text(to, got_first) + ")");
     return;
   }
-  rep.skipped.push_back(head + "; equal to the source's " + *key);
+  rep.skipped.push_back(head + "; equal to the source's " + echo_text(*key, 200));
 }
 
 }  // namespace
@@ -669,7 +677,7 @@ CheckpointReport verify_gguf(const std::string& source, const std::string& path,
     } else if (t.type == ggml_f32 || t.type == ggml_f16 || t.type == ggml_bf16) {
       compare_plain(f, t, src, options, rep);
     } else {
-      rep.skipped.push_back(t.name + ": " + ggml_type_text(t.type) + " " + shape_text(t.dims) +
+      rep.skipped.push_back(echo_text(t.name, 200) + ": " + ggml_type_text(t.type) + " " + shape_text(t.dims) +
                             ", a type lowbit does not check");
     }
   }
