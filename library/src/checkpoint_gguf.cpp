@@ -259,8 +259,7 @@ GgufFile read_gguf(const std::string& path) {
   // 32-bit counts.
   if (f.version == 0x03000000u || f.version == 0x02000000u)
     c.fail(4, "a big-endian GGUF file (version " + std::to_string(f.version >> 24) +
-                  " byte-swapped): only little-endian "
-                  "files are read");
+                  " byte-swapped): only little-endian files are read");
   if (f.version != 3 && f.version != 2)
     c.fail(4, "version " + std::to_string(f.version) + ": GGUF versions 2 and 3 are read (little-endian)");
   const std::uint64_t counts_at = c.at();
@@ -299,7 +298,8 @@ GgufFile read_gguf(const std::string& path) {
     for (std::uint32_t d = 0; d < n_dims; ++d) {
       const std::uint64_t at = c.at();
       const auto n = c.le<std::uint64_t>("a dimension");
-      if (n == 0 || n > (std::uint64_t{1} << 62) / elements)
+      // At most 2^60 elements: their bytes (at most 4 each, 17 per 32 for MXFP4) fit in a u64.
+      if (n == 0 || n > (std::uint64_t{1} << 60) / elements)
         c.fail(at, "tensor \"" + echo_text(t.name, 120) + "\": dimension " + std::to_string(d) + " is " +
                        std::to_string(n) + (n == 0 ? "" : ", too large a tensor"));
       elements *= n;
@@ -323,9 +323,10 @@ GgufFile read_gguf(const std::string& path) {
                        std::to_string(f.size) + " bytes)");
   for (GgufTensor& t : f.tensors) {
     if (t.offset > f.size - std::min(f.size, f.data_start))
-      throw io::FileError(path, at_byte(f.data_start + std::min(t.offset, f.size)),
+      throw io::FileError(path, at_byte(t.info_at),
                           "tensor \"" + echo_text(t.name, 120) + "\": its data offset " + std::to_string(t.offset) +
-                              " is past the end of the file (truncated?)");
+                              " (from byte " + std::to_string(f.data_start) +
+                              ") is past the end of the file (truncated?)");
     t.offset += f.data_start;
     if (t.sized && t.bytes > f.size - t.offset)
       throw io::FileError(path, at_byte(t.offset),
@@ -684,8 +685,9 @@ CheckpointReport verify_gguf(const std::string& source, const std::string& path,
   if (std::none_of(f.tensors.begin(), f.tensors.end(), [](const GgufTensor& t) { return t.type == ggml_mxfp4; }))
     throw io::FileError(path, "tensors", "no MXFP4 (type 39) tensor: nothing to check");
   // A converter writes every tensor of the model: a source tensor that none stands for was dropped.
+  // (Not a rotary embedding's inv_freq buffer, which convert_hf_to_gguf.py leaves out: llama.cpp recomputes it.)
   for (const auto& [key, file] : src.where)
-    if (!held.count(key))
+    if (!held.count(key) && !key.ends_with(".rotary_emb.inv_freq"))
       rep.problems.push_back(key + ": in the source, but no tensor of " + fs::path(path).filename().string() +
                              " holds it (dropped?)");
 
