@@ -16,7 +16,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
+#include <span>
 #include <string>
 
 #include "checkpoint_internal.hpp"
@@ -50,7 +52,7 @@ constexpr std::uint64_t max_key_bytes = 65535;     // docs/gguf.md: a key is at 
 
 std::string at_byte(std::uint64_t at) { return "byte " + std::to_string(at); }
 
-// Little-endian reads from the file, every one checked against the bytes left.
+// Little-endian reads from the file (or from its bytes in memory), every one checked against the bytes left.
 class Cursor {
  public:
   explicit Cursor(const std::string& path) : path_(path), in_(path, std::ios::binary) {
@@ -60,6 +62,8 @@ class Cursor {
     size_ = fs::file_size(path, ec);
     if (ec) throw io::FileError(path, "file", "its size cannot be read");
   }
+  Cursor(std::span<const std::uint8_t> memory, const std::string& name)
+      : path_(name), memory_(memory.data()), size_(memory.size()) {}
   std::uint64_t at() const { return at_; }
   std::uint64_t size() const { return size_; }
   std::uint64_t left() const { return size_ - at_; }
@@ -73,6 +77,11 @@ class Cursor {
   }
   void bytes(void* out, std::uint64_t n, const char* what) {
     need(n, what);
+    if (memory_) {
+      if (n) std::memcpy(out, memory_ + at_, static_cast<std::size_t>(n));
+      at_ += n;
+      return;
+    }
     in_.seekg(static_cast<std::streamoff>(at_));
     in_.read(static_cast<char*>(out), static_cast<std::streamsize>(n));
     if (!in_) fail(at_, std::string("cannot read ") + what);
@@ -121,6 +130,7 @@ class Cursor {
  private:
   std::string path_;
   std::ifstream in_;
+  const std::uint8_t* memory_ = nullptr;
   std::uint64_t size_ = 0, at_ = 0;
 };
 
@@ -238,6 +248,9 @@ bool is_gguf(const std::string& path) {
 
 std::vector<std::uint8_t> GgufFile::read(const GgufTensor& t) const {
   if (!t.sized) throw io::FileError(path, "tensor \"" + echo_text(t.name, 200) + "\"", "its size is not known");
+  if (memory)
+    return {memory->begin() + static_cast<std::ptrdiff_t>(t.offset),
+            memory->begin() + static_cast<std::ptrdiff_t>(t.offset + t.bytes)};
   std::ifstream in(path, std::ios::binary);
   std::vector<std::uint8_t> out(static_cast<std::size_t>(t.bytes));
   in.seekg(static_cast<std::streamoff>(t.offset));
@@ -247,8 +260,27 @@ std::vector<std::uint8_t> GgufFile::read(const GgufTensor& t) const {
   return out;
 }
 
+namespace {
+
+GgufFile parse(Cursor& c, const std::string& path);
+
+}  // namespace
+
 GgufFile read_gguf(const std::string& path) {
   Cursor c(path);
+  return parse(c, path);
+}
+
+GgufFile parse_gguf(std::span<const std::uint8_t> file, const std::string& name) {
+  Cursor c(file, name);
+  GgufFile f = parse(c, name);
+  f.memory = std::make_shared<const std::vector<std::uint8_t>>(file.begin(), file.end());
+  return f;
+}
+
+namespace {
+
+GgufFile parse(Cursor& c, const std::string& path) {
   GgufFile f;
   f.path = path;
   f.size = c.size();
@@ -336,6 +368,8 @@ GgufFile read_gguf(const std::string& path) {
   }
   return f;
 }
+
+}  // namespace
 
 std::optional<std::string> gguf_source_name(const std::string& name, const std::function<bool(const std::string&)>& has,
                                             const std::map<std::string, std::string>& names) {

@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -171,8 +173,9 @@ struct GgufFile {
   std::uint64_t data_start = 0;  // the first byte of the tensor data
   std::uint64_t size = 0;        // of the file
   std::map<std::string, GgufValue> metadata;
-  std::vector<GgufTensor> tensors;  // in the file's order
-  // The data of t (t.sized), read from the file.
+  std::vector<GgufTensor> tensors;                          // in the file's order
+  std::shared_ptr<const std::vector<std::uint8_t>> memory;  // parse_gguf's bytes; null: read from `path`
+  // The data of t (t.sized), read from the file (or the bytes parse_gguf was given).
   std::vector<std::uint8_t> read(const GgufTensor& t) const;
 };
 
@@ -180,6 +183,8 @@ struct GgufFile {
 // the file before anything is allocated.  Throws io::FileError naming the file and the byte offset (or the
 // key, the tensor) at fault: a bad magic or version, a truncated or inconsistent file.
 GgufFile read_gguf(const std::string& path);
+// The same of a file's bytes in memory, named `name` in errors (the fuzz target's entry).
+GgufFile parse_gguf(std::span<const std::uint8_t> file, const std::string& name);
 // Whether the file at path starts with GGUF's magic.
 bool is_gguf(const std::string& path);
 
