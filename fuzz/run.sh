@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run one fuzz target for a chosen time and print what fuzz/README.md records for it.
 #
-#   fuzz/run.sh TARGET SECONDS [libFuzzer options...]      TARGET: convert scheme gemm files cli
+#   fuzz/run.sh TARGET SECONDS [libFuzzer options...]      TARGET: convert scheme gemm files cli gguf
 #
 # The target comes from the sanitizer build (LOWBIT_ASAN_BUILD_DIR, default build-asan; scripts/run-sanitize.sh
 # fuzz builds it).  New inputs go to BUILD/fuzz/runs/TARGET/corpus (the committed corpus is only read);

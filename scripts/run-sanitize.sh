@@ -44,8 +44,8 @@ cmake "${cmake_args[@]}" >/dev/null
 # Only the targets the chosen steps run (conformance/sanitize.cmake lists the subset).
 targets=()
 if want sanitize || want determinism; then targets+=(lowbit); fi
-if want sanitize; then targets+=(test_io test_pack lowbit_unit_test test_scale test_gemm); fi
-if want fuzz; then targets+=(fuzz_convert fuzz_scheme fuzz_gemm fuzz_files fuzz_cli); fi
+if want sanitize; then targets+=(test_io test_pack lowbit_unit_test test_scale test_gemm test_checkpoint_write); fi
+if want fuzz; then targets+=(fuzz_convert fuzz_scheme fuzz_gemm fuzz_files fuzz_cli fuzz_gguf); fi
 start=$SECONDS
 log "building ${targets[*]}"
 cmake --build "$asan_dir" --parallel "$jobs" --target "${targets[@]}"

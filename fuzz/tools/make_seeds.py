@@ -92,3 +92,30 @@ cli = {
 }
 for i, text in cli.items():
     put("cli", f"cmd-{i:02d}", bytes([i]) + text.encode("latin-1"))
+
+# gguf: the edge-block file gguf-py wrote (conformance/checkpoint/fixtures/gguf), and one file of every metadata
+# value type with an F32, a BF16 and an MXFP4 tensor.
+put("gguf", "adversarial", (root / "conformance" / "checkpoint" / "fixtures" / "gguf" / "adversarial.gguf").read_bytes())
+
+
+def gguf_string(s):
+    return struct.pack("<Q", len(s)) + s.encode()
+
+
+kv = [("a.u8", 0, b"\x07"), ("a.i8", 1, b"\xff"), ("a.u16", 2, b"\x01\x02"), ("a.i16", 3, b"\xff\xff"),
+      ("a.u32", 4, struct.pack("<I", 9)), ("a.i32", 5, struct.pack("<i", -9)), ("a.f32", 6, struct.pack("<f", 1.5)),
+      ("a.bool", 7, b"\x01"), ("general.architecture", 8, gguf_string("llama")),
+      ("a.arr", 9, struct.pack("<IQ", 8, 2) + gguf_string("a") + gguf_string("b")),
+      ("a.nested", 9, struct.pack("<IQ", 9, 1) + struct.pack("<IQ", 4, 1) + struct.pack("<I", 5)),
+      ("a.u64", 10, struct.pack("<Q", 2**63)), ("a.i64", 11, struct.pack("<q", -1)),
+      ("a.f64", 12, struct.pack("<d", 0.25)), ("general.alignment", 4, struct.pack("<I", 32))]
+tensors = [("f", [3], 0, struct.pack("<3f", 1, 2, 3)), ("b", [2, 1], 30, b"\x80\x3f\x00\x40"),
+           ("m", [32, 2], 39, bytes([127]) + bytes(range(16)) + bytes([0x7e]) + bytes(range(16, 32)))]
+head = struct.pack("<IIQQ", 0x46554747, 3, len(tensors), len(kv))
+head += b"".join(gguf_string(k) + struct.pack("<I", t) + v for k, t, v in kv)
+data = b""
+for name, dims, qtype, blob in tensors:
+    head += gguf_string(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+    head += struct.pack("<IQ", qtype, len(data))
+    data += blob + bytes(-len(blob) % 32)
+put("gguf", "every-type", head + bytes(-len(head) % 32) + data)
