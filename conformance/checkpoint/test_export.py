@@ -242,3 +242,64 @@ def test_non_matrix_columns_and_quantized_source_are_refused(tmp_path):
                              "NVFP4", "--input-scales", input_scales(tmp_path, "modelopt_nvfp4", ".input_scale"))
     assert rc == 2 and f'key "{ATTN}q_proj.weight": 24 columns, not a multiple of NVFP4\'s 16-element group' in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_sharded_source_exports_as_one_file(tmp_path):
+    tensors, meta = read_st(os.path.join(SOURCE, "model.safetensors"))
+    src = tmp_path / "sharded"
+    src.mkdir()
+    names = sorted(tensors)
+    shards = {"model-00001-of-00002.safetensors": names[:6], "model-00002-of-00002.safetensors": names[6:]}
+    for f, keys in shards.items():
+        write_st(src / f, {k: tensors[k] for k in keys}, meta)
+    (src / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {k: f for f, keys in shards.items() for k in keys}}))
+    out = tmp_path / "out"
+    rc, stdout, err = lowbit("quantize", "--in", src, "--out", out, "--export", "compressed-tensors", "--recipe",
+                             "MXFP4A16")
+    assert rc == 0, stdout + err
+    ours, _ = read_st(out / "model.safetensors")
+    theirs, _ = read_st(os.path.join(FIXTURES, "mxfp4a16", "model.safetensors"))
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("dtype", ["F32", "F16"])
+def test_other_source_dtypes_read_back_identical(tmp_path, dtype):
+    """An F32 or F16 source: the scales are kept in its dtype (FP8) and the export reads back identical.  The
+    exporter's own output for these dtypes is compared in test_export_peer.py."""
+    import struct as st
+
+    tensors, meta = read_st(os.path.join(SOURCE, "model.safetensors"))
+
+    def widen(b):  # bf16 -> f32 exactly, or -> f16 rounded by Python's half
+        vals = [st.unpack("<f", b"\0\0" + bytes(b[i : i + 2]))[0] for i in range(0, len(b), 2)]
+        return st.pack(f"<{len(vals)}{'f' if dtype == 'F32' else 'e'}", *vals)
+
+    src = tmp_path / "src.safetensors"
+    write_st(src, {k: (dtype, shape, widen(b)) for k, (_, shape, b) in tensors.items()}, meta)
+    for recipe in ("FP8_DYNAMIC", "FP8_BLOCK", "NVFP4A16"):
+        out = tmp_path / recipe
+        rc, stdout, err = lowbit("quantize", "--in", src, "--out", out, "--export", "compressed-tensors", "--recipe",
+                                 recipe)
+        assert rc == 0, stdout + err
+        ours, _ = read_st(out / "model.safetensors")
+        scale = ours["model.layers.0.self_attn.q_proj.weight_scale"]
+        assert scale[0] == (dtype if recipe != "NVFP4A16" else "F8_E4M3")
+        rc, stdout, err = lowbit("verify-checkpoint", "--source", src, "--quantized", out)
+        assert rc == 0 and stdout.count(": identical (") == 7, stdout + err
+
+
+def test_f16_mxfp4_scale_underflow_is_refused(tmp_path):
+    """compressed-tensors computes MX scales in the weight's dtype; in f16 o_proj's all-zero row would take 1.0
+    (0x7f) where lowbit's MX row gives 2^-127 (test_export_peer.py shows compressed-tensors doing it)."""
+    import struct as st
+
+    tensors, meta = read_st(os.path.join(SOURCE, "model.safetensors"))
+    half = lambda b: st.pack(f"<{len(b) // 2}e", *[st.unpack("<f", b"\0\0" + bytes(b[i : i + 2]))[0]  # noqa: E731
+                                                   for i in range(0, len(b), 2)])
+    src = tmp_path / "src.safetensors"
+    write_st(src, {k: ("F16", shape, half(b)) for k, (_, shape, b) in tensors.items()}, meta)
+    rc, stdout, err = lowbit("quantize", "--in", src, "--out", tmp_path / "out", "--export", "compressed-tensors",
+                             "--recipe", "MXFP4A16")
+    assert rc == 2 and not (tmp_path / "out").exists()
+    assert f'key "{ATTN}o_proj.weight": block 10: e8m0 scale 0x00 (2^-127) is below f16\'s least subnormal' in err, err

@@ -95,3 +95,49 @@ def test_lowbit_export_decompresses_as_the_exporters(tmp_path, source, preset, f
     q = "model.layers.0.self_attn.q_proj.weight"
     assert not torch.equal(ours[q], src[q])
     assert torch.equal(ours["lm_head.weight"], src["lm_head.weight"])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("preset", ["FP8_DYNAMIC", "FP8_BLOCK", "NVFP4A16", "MXFP4A16"])
+def test_other_source_dtypes_match_the_exporters(tmp_path, dtype, preset):
+    """The committed fixtures are a bf16 model; the same model in F32 and F16 compressed by compressed-tensors
+    itself (make_checkpoints.py's calibration and compressors) equals lowbit's export tensor for tensor: the
+    scales computed and stored in that dtype (--compute f32 / f16), but for MXFP4's f16 scale underflow, which
+    lowbit refuses."""
+    _peer()
+    import torch
+    from compressed_tensors.compressors import ModelCompressor
+    from compressed_tensors.quantization import QuantizationConfig, apply_quantization_config, preset_name_to_scheme
+    from safetensors.torch import load_file, save_file
+
+    sys.path.insert(0, HERE)
+    import make_checkpoints as mc
+
+    model = mc.build_model().to(getattr(torch, dtype))
+    src = tmp_path / "source.safetensors"
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, src)
+    apply_quantization_config(
+        model, QuantizationConfig(config_groups={"group_0": preset_name_to_scheme(preset, ["Linear"])}, ignore=["lm_head"]))
+    mc.calibrate(model)
+    ModelCompressor.from_pretrained_model(model).compress_model(model)
+    theirs = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+
+    out = tmp_path / "export"
+    p = subprocess.run([LOWBIT, "quantize", "--in", str(src), "--out", str(out), "--export", "compressed-tensors",
+                        "--recipe", preset], capture_output=True, check=False)
+    if preset == "MXFP4A16" and dtype == "float16":
+        # compressed-tensors computes MX scales in f16 here: o_proj's all-zero row 5 (blocks 10 and 11) would
+        # take 2^-127 (0x00), which underflows f16 to 0 and is replaced by 1.0 (0x7f).  lowbit refuses the
+        # weight rather than write another scale (docs/semantics.md §4.8).
+        o = "model.layers.0.self_attn.o_proj"
+        assert theirs[o + ".weight_scale"][5].tolist() == [0x7F, 0x7F]
+        assert p.returncode == 2 and not out.exists()
+        assert f'key "{o}.weight": block 10: e8m0 scale 0x00 (2^-127) is below f16\'s least subnormal' in p.stderr.decode()
+        return
+    assert p.returncode == 0, p.stdout.decode() + p.stderr.decode()
+    ours = load_file(out / "model.safetensors")
+    assert sorted(ours) == sorted(theirs)
+    raw = lambda t: t.reshape(-1).view(torch.uint8).numpy().tobytes()  # noqa: E731
+    for k, t in theirs.items():
+        assert ours[k].dtype == t.dtype and ours[k].shape == t.shape, k
+        assert raw(ours[k]) == raw(t), f"{k}: bytes differ from compressed-tensors' ({dtype})"

@@ -383,6 +383,7 @@ class Exporter {
     if (const auto refused = S::resolve(req, so))
       throw key_error(src_.file_of(key), key, S::argument_of(refused->option) + ": " + refused->message);
     const S::Quantized q = S::quantize(S::Tensor{dims->first, dims->second, *values}, so);
+    if (req.scheme == S::Scheme::mx && st.dtype == io::DType::f16) refuse_f16_underflow(key, q);
     const auto rows = static_cast<std::uint64_t>(q.rows), cols = static_cast<std::uint64_t>(q.cols);
     const std::vector<std::uint64_t> scale_shape{static_cast<std::uint64_t>(q.scale_rows()),
                                                  static_cast<std::uint64_t>(q.scale_cols())};
@@ -410,6 +411,24 @@ class Exporter {
       }
     }
     if (p_.input != InputScale::none) out[m + p_.input_suffix] = inputs_.at(m);
+  }
+
+  // compressed-tensors 0.20.1 computes an MX scale in the weight's dtype (calculate_qparams: generate_mx_scales,
+  // then maybe_convert_from_mx_exp's 2 ** (code - 127) cast back to that dtype, then a zero scale replaced by
+  // _get_dtype_eps(uint8) = 1).  In f16 a scale below 2^-24, the least subnormal, underflows to 0 and so becomes
+  // 1.0, code 0x7f (an all-zero block among them); in bf16 and f32 every e8m0 scale from 2^-127 up is kept.  The
+  // MX row does not carry that rule, so such a weight is refused rather than written with scales the exporter
+  // would not write.
+  void refuse_f16_underflow(const std::string& key, const S::Quantized& q) const {
+    constexpr std::uint64_t least_f16_code = 127 - 24;
+    for (std::size_t b = 0; b < q.scales.size(); ++b)
+      if (q.scales[b] < least_f16_code)
+        throw key_error(src_.file_of(key), key,
+                        "block " + std::to_string(b) + ": e8m0 scale " + hex(q.scales[b], 2) + " (2^" +
+                            std::to_string(static_cast<int>(q.scales[b]) - 127) +
+                            ") is below f16's least subnormal 2^-24: compressed-tensors computes MX scales in the "
+                            "weight's dtype and would store 1.0 (0x7f) there, which lowbit does not reproduce "
+                            "(docs/semantics.md §4.8); export a bf16 or f32 copy of the weights");
   }
 
   // config.json's quantization_config, and for ModelOpt hf_quant_config.json.
