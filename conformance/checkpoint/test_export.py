@@ -9,6 +9,7 @@ lowbit's own arithmetic compared with the exporter's.
 """
 import json
 import os
+import struct
 import subprocess
 
 import pytest
@@ -267,13 +268,11 @@ def test_sharded_source_exports_as_one_file(tmp_path):
 def test_other_source_dtypes_read_back_identical(tmp_path, dtype):
     """An F32 or F16 source: the scales are kept in its dtype (FP8) and the export reads back identical.  The
     exporter's own output for these dtypes is compared in test_export_peer.py."""
-    import struct as st
-
     tensors, meta = read_st(os.path.join(SOURCE, "model.safetensors"))
 
     def widen(b):  # bf16 -> f32 exactly, or -> f16 rounded by Python's half
-        vals = [st.unpack("<f", b"\0\0" + bytes(b[i : i + 2]))[0] for i in range(0, len(b), 2)]
-        return st.pack(f"<{len(vals)}{'f' if dtype == 'F32' else 'e'}", *vals)
+        vals = [struct.unpack("<f", b"\0\0" + bytes(b[i : i + 2]))[0] for i in range(0, len(b), 2)]
+        return struct.pack(f"<{len(vals)}{'f' if dtype == 'F32' else 'e'}", *vals)
 
     src = tmp_path / "src.safetensors"
     write_st(src, {k: (dtype, shape, widen(b)) for k, (_, shape, b) in tensors.items()}, meta)
@@ -292,10 +291,8 @@ def test_other_source_dtypes_read_back_identical(tmp_path, dtype):
 def test_f16_mxfp4_scale_underflow_is_refused(tmp_path):
     """compressed-tensors computes MX scales in the weight's dtype; in f16 o_proj's all-zero row would take 1.0
     (0x7f) where lowbit's MX row gives 2^-127 (test_export_peer.py shows compressed-tensors doing it)."""
-    import struct as st
-
     tensors, meta = read_st(os.path.join(SOURCE, "model.safetensors"))
-    half = lambda b: st.pack(f"<{len(b) // 2}e", *[st.unpack("<f", b"\0\0" + bytes(b[i : i + 2]))[0]  # noqa: E731
+    half = lambda b: struct.pack(f"<{len(b) // 2}e", *[struct.unpack("<f", b"\0\0" + bytes(b[i : i + 2]))[0]  # noqa: E731
                                                    for i in range(0, len(b), 2)])
     src = tmp_path / "src.safetensors"
     write_st(src, {k: ("F16", shape, half(b)) for k, (_, shape, b) in tensors.items()}, meta)
@@ -303,3 +300,24 @@ def test_f16_mxfp4_scale_underflow_is_refused(tmp_path):
                              "--recipe", "MXFP4A16")
     assert rc == 2 and not (tmp_path / "out").exists()
     assert f'key "{ATTN}o_proj.weight": block 10: e8m0 scale 0x00 (2^-127) is below f16\'s least subnormal' in err, err
+
+
+def test_modelopt_nvfp4_fused_input_scales_take_the_largest(tmp_path):
+    """ModelOpt's export gives q/k/v (and gate/up) the largest input amax of the group (quant_utils.py
+    preprocess_linear_fusion), so one input_scale; FP8 keeps each module's."""
+    path = input_scales(tmp_path, "modelopt_nvfp4", ".input_scale")
+    tensors, _ = read_st(path)
+    planted = {"q_proj": 0.5, "k_proj": 2.0, "v_proj": 1.0}
+    for leaf, v in planted.items():
+        tensors[ATTN + leaf + ".input_scale"] = ("F32", [], bytearray(struct.pack("<f", v)))
+    write_st(path, tensors)
+    for algo, expected in (("NVFP4", {leaf: 2.0 for leaf in planted}), ("FP8", planted)):
+        out = tmp_path / algo
+        rc, stdout, err = lowbit("quantize", "--in", SOURCE, "--out", out, "--export", "modelopt", "--recipe", algo,
+                                 "--input-scales", path)
+        assert rc == 0, stdout + err
+        ours, _ = read_st(out / "model.safetensors")
+        for leaf, v in expected.items():
+            assert ours[ATTN + leaf + ".input_scale"] == ("F32", [], bytearray(struct.pack("<f", v)))
+        rc, stdout, err = lowbit("verify-checkpoint", "--source", SOURCE, "--quantized", out)
+        assert rc == 0, stdout + err

@@ -323,18 +323,19 @@ class Exporter {
           t.dtype, p_.input == InputScale::modelopt ? std::vector<std::uint64_t>{} : std::vector<std::uint64_t>{1},
           t.bytes};
     }
-    // ModelOpt's export gives fused projections one input amax, the largest (preprocess_linear_fusion), and so
-    // one input_scale; NVFP4 only, as for weight_scale_2.
-    if (p_.modelopt == ModeloptAlgo::nvfp4)
-      for (const std::string& m : modules_) {
-        std::uint32_t best = inputs_.at(m).values<std::uint32_t>()[0];
-        for (const std::string& peer : group_of(m))
-          best = std::bit_cast<float>(inputs_.at(peer).values<std::uint32_t>()[0]) > std::bit_cast<float>(best)
-                     ? inputs_.at(peer).values<std::uint32_t>()[0]
-                     : best;
-        fused_inputs_[m] = best;
-      }
-    for (const auto& [m, b] : fused_inputs_) inputs_[m] = one_f32(b, {});
+    // ModelOpt's export gives fused projections one input amax, the largest (quant_utils.py
+    // preprocess_linear_fusion: torch.max over the group's input_quantizer.amax), so one input_scale, the
+    // largest; NVFP4 only, as for weight_scale_2 (FP8 is not fused).
+    if (p_.modelopt != ModeloptAlgo::nvfp4) return;
+    auto value = [&](const std::string& m) { return std::bit_cast<float>(inputs_.at(m).values<std::uint32_t>()[0]); };
+    std::map<std::string, io::Tensor> fused;
+    for (const std::string& m : modules_) {
+      std::string largest = m;
+      for (const std::string& peer : group_of(m))
+        if (value(peer) > value(largest)) largest = peer;
+      fused[m] = inputs_.at(largest);
+    }
+    inputs_ = std::move(fused);
   }
 
   // The fused projections m shares a global scale with, m among them; empty when none.
@@ -482,7 +483,6 @@ class Exporter {
   std::vector<std::string> modules_, unquantized_;
   std::set<std::string> user_ignored_;
   std::map<std::string, io::Tensor> inputs_;
-  std::map<std::string, std::uint32_t> fused_inputs_;
   std::map<std::string, float> amax_;
   std::size_t copied_ = 0;
 };
