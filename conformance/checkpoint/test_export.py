@@ -292,8 +292,11 @@ def test_f16_mxfp4_scale_underflow_is_refused(tmp_path):
     """compressed-tensors computes MX scales in the weight's dtype; in f16 o_proj's all-zero row would take 1.0
     (0x7f) where lowbit's MX row gives 2^-127 (test_export_peer.py shows compressed-tensors doing it)."""
     tensors, meta = read_st(os.path.join(SOURCE, "model.safetensors"))
-    half = lambda b: struct.pack(f"<{len(b) // 2}e", *[struct.unpack("<f", b"\0\0" + bytes(b[i : i + 2]))[0]  # noqa: E731
-                                                   for i in range(0, len(b), 2)])
+
+    def half(b):  # bf16 -> f16, rounded by Python's half
+        vals = [struct.unpack("<f", b"\0\0" + bytes(b[i : i + 2]))[0] for i in range(0, len(b), 2)]
+        return struct.pack(f"<{len(vals)}e", *vals)
+
     src = tmp_path / "src.safetensors"
     write_st(src, {k: ("F16", shape, half(b)) for k, (_, shape, b) in tensors.items()}, meta)
     rc, stdout, err = lowbit("quantize", "--in", src, "--out", tmp_path / "out", "--export", "compressed-tensors",

@@ -116,8 +116,8 @@ def test_other_source_dtypes_match_the_exporters(tmp_path, dtype, preset):
     model = mc.build_model().to(getattr(torch, dtype))
     src = tmp_path / "source.safetensors"
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, src)
-    apply_quantization_config(
-        model, QuantizationConfig(config_groups={"group_0": preset_name_to_scheme(preset, ["Linear"])}, ignore=["lm_head"]))
+    scheme = preset_name_to_scheme(preset, ["Linear"])
+    apply_quantization_config(model, QuantizationConfig(config_groups={"group_0": scheme}, ignore=["lm_head"]))
     mc.calibrate(model)
     ModelCompressor.from_pretrained_model(model).compress_model(model)
     theirs = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
@@ -132,7 +132,8 @@ def test_other_source_dtypes_match_the_exporters(tmp_path, dtype, preset):
         o = "model.layers.0.self_attn.o_proj"
         assert theirs[o + ".weight_scale"][5].tolist() == [0x7F, 0x7F]
         assert p.returncode == 2 and not out.exists()
-        assert f'key "{o}.weight": block 10: e8m0 scale 0x00 (2^-127) is below f16\'s least subnormal' in p.stderr.decode()
+        err = p.stderr.decode()
+        assert f'key "{o}.weight": block 10: e8m0 scale 0x00 (2^-127) is below f16\'s least subnormal' in err, err
         return
     assert p.returncode == 0, p.stdout.decode() + p.stderr.decode()
     ours = load_file(out / "model.safetensors")
