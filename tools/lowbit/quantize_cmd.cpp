@@ -596,7 +596,8 @@ void run_quantize_export(const QuantizeOptions& o) {
       throw InputError(std::string(flag) + ": --export writes the exporter's own recipe (--recipe); " + flag +
                        " does not apply");
   const auto format = parse<checkpoint::CheckpointFormat>(o.export_format);
-  if (!format || *format == checkpoint::CheckpointFormat::lowbit)
+  if (!format || (*format != checkpoint::CheckpointFormat::compressed_tensors &&
+                  *format != checkpoint::CheckpointFormat::modelopt))
     throw InputError("--export: '" + echo_text(o.export_format, 40) + "' is not compressed-tensors or modelopt");
   if (o.recipe.empty()) {
     const std::string list = *format == checkpoint::CheckpointFormat::modelopt ? choices<checkpoint::ModeloptAlgo>()
