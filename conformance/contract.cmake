@@ -17,3 +17,10 @@ add_test(NAME contract_plugin
                  ${CMAKE_CURRENT_SOURCE_DIR}/contract/test_contract_plugin.py)
 set_tests_properties(contract_plugin PROPERTIES LABELS quick TIMEOUT 600 ENVIRONMENT
   "LOWBIT=$<TARGET_FILE:lowbit>;LOWBIT_PLANTED_PLUGIN=$<TARGET_FILE:lowbit_plugin_planted_bug>;LOWBIT_MISBEHAVING_PLUGIN=$<TARGET_FILE:lowbit_plugin_misbehaving>")
+# The golden contract suites: each committed `contract-<name>` against `contract run`, `lowbit check`'s
+# required output and optional stages, and `lowbit gate` through the planted plugin's contract entry.
+add_test(NAME contract_suites
+         COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider -rs
+                 ${CMAKE_CURRENT_SOURCE_DIR}/contract/test_contract_suites.py)
+set_tests_properties(contract_suites PROPERTIES LABELS quick TIMEOUT 600 ENVIRONMENT
+  "LOWBIT=$<TARGET_FILE:lowbit>;LOWBIT_PLANTED_PLUGIN=$<TARGET_FILE:lowbit_plugin_planted_bug>;LOWBIT_MISBEHAVING_PLUGIN=$<TARGET_FILE:lowbit_plugin_misbehaving>")

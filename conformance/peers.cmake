@@ -35,6 +35,12 @@ if(LOWBIT_PEERS_PYTHON)
                    ${CMAKE_CURRENT_LIST_DIR}/checkpoint/test_ct_peer.py)
   set_tests_properties(peer_compressed_tensors PROPERTIES
     LABELS "full;peers" ENVIRONMENT "LOWBIT=$<TARGET_FILE:lowbit>;LOWBIT_REQUIRE_PEERS=1" TIMEOUT 1200)
+  # compressed-tensors' own loader (transformers' CompressedTensorsHfQuantizer, dequantize) on lowbit's exports.
+  add_test(NAME peer_compressed_tensors_load
+           COMMAND ${LOWBIT_PEERS_PYTHON} -m pytest -q -p no:cacheprovider
+                   ${CMAKE_CURRENT_LIST_DIR}/checkpoint/test_export_peer.py)
+  set_tests_properties(peer_compressed_tensors_load PROPERTIES
+    LABELS "full;peers" ENVIRONMENT "LOWBIT=$<TARGET_FILE:lowbit>;LOWBIT_REQUIRE_PEERS=1" TIMEOUT 1200)
   # ModelOpt's own quantize and export_hf_checkpoint on the same Llama, on the CPU.
   add_test(NAME peer_modelopt
            COMMAND ${LOWBIT_PEERS_PYTHON} -m pytest -q -p no:cacheprovider

@@ -82,14 +82,28 @@ def test_the_planted_bug_is_named(tmp_path):
 
 def test_a_stochastic_pass_needs_the_runs_seed(tmp_path):
     d = make_run(tmp_path, "te-nvfp4@sm100", "wgrad", seed=7)
-    rc, out, _ = run(["contract", "check", "--contract", "te-nvfp4@sm100", "--inputs", d, "--plugin", PLANTED,
-                      "--sr-seed", 7])
-    assert rc == 0, out
+    # The run records its seed, and the check hands it to the plugin unless --sr-seed says otherwise.
+    assert json.loads((d / "manifest.json").read_text())["sr_seed"] == 7
+    for seed in ([], ["--sr-seed", 7]):
+        rc, out, _ = run(["contract", "check", "--contract", "te-nvfp4@sm100", "--inputs", d, "--plugin", PLANTED,
+                          *seed])
+        assert rc == 0, out
     rc, out, _ = run(["contract", "check", "--contract", "te-nvfp4@sm100", "--inputs", d, "--plugin", PLANTED,
                       "--sr-seed", 8])
     assert rc == 1 and "FAILED: first differing stage" in out
+    # A manifest without the seed (as runs before it was recorded wrote them) leaves the plugin none to use.
+    m = json.loads((d / "manifest.json").read_text())
+    del m["sr_seed"]
+    (d / "manifest.json").write_text(json.dumps(m))
     rc, out, _ = run(["contract", "check", "--contract", "te-nvfp4@sm100", "--inputs", d, "--plugin", PLANTED])
     assert rc == 1 and "contract entry failed" in out and "seed" in out
+    # A run made without a seed records none.
+    no_seed = tmp_path / "no-seed"
+    no_seed.mkdir()
+    rc, _, err = run(["contract", "run", "--contract", "te-current@sm90", "--x", tmp_path / "x.npy", "--w",
+                      tmp_path / "w.npy", "--bias", tmp_path / "bias.npy", "--out", no_seed / "run"])
+    assert rc == 0, err
+    assert "sr_seed" not in json.loads((no_seed / "run" / "manifest.json").read_text())
 
 
 def test_abi_1s_first_table_still_loads(tmp_path):

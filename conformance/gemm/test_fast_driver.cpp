@@ -26,7 +26,8 @@ using lowbit::gemm::TensorCoreModel;
 using lowbit::testing::splitmix;
 namespace F = lowbit::formats;
 
-const Format* const kFormats[] = {&F::e4m3, &F::e5m2, &F::e2m1, &F::e3m2, &F::e2m3, &F::f16, &F::bf16, &F::f32, &F::int8};
+const Format* const kFormats[] = {&F::e4m3, &F::e5m2, &F::e2m1, &F::e3m2, &F::e2m3,
+                                  &F::f16,  &F::bf16, &F::f32,  &F::int8};
 
 // A random code of f: mostly finite, with zeros, subnormals, the largest magnitudes and (when `specials`)
 // NaN and infinities at raised rates.
@@ -195,9 +196,9 @@ TEST(FastDriver, RunPromotedEqualsModelStepLoop) {
     const float scale = std::bit_cast<float>(bits);
     const auto want = promoted_by_steps(*t.model, block, t.a, t.b, c, [&](int, int, int) { return scale; });
     const auto got = lowbit::gemm::run_promoted(*t.model, block, t.a, t.b, c, bits);
-    ASSERT_EQ(got, want) << "trial " << trial << ", " << t.model->name << " block " << block << ", "
-                         << t.a.format->name << " x " << t.b.format->name << ", " << t.a.rows << "x" << t.a.cols
-                         << "x" << t.b.cols << ": " << first_difference(got, want, t.b.cols);
+    ASSERT_EQ(got, want) << "trial " << trial << ", " << t.model->name << " block " << block << ", " << t.a.format->name
+                         << " x " << t.b.format->name << ", " << t.a.rows << "x" << t.a.cols << "x" << t.b.cols << ": "
+                         << first_difference(got, want, t.b.cols);
   }
 }
 
@@ -213,20 +214,25 @@ TEST(FastDriver, RunBlockScaledEqualsModelStepLoop) {
       t.b = random_matrix(*t.b.format, k, t.b.cols, s, false);
     }
     const Matrix* c = t.with_c ? &t.c : nullptr;
-    const int kb = (t.a.cols + 127) / 128, nb = (t.b.cols + 127) / 128;
+    // B's scales per 128x128 block (the 1d2d kernel) on even trials, per column (bn = 1, the 1d1d kernel) on
+    // odd ones.
+    const int bn = trial % 2 == 0 ? 128 : 1;
+    const int kb = (t.a.cols + 127) / 128, nb = (t.b.cols + bn - 1) / bn;
     Matrix sa{&F::f32, t.a.rows, kb, {}}, sb{&F::f32, kb, nb, {}};
     for (int i = 0; i < t.a.rows * kb; ++i)
-      sa.codes.push_back(std::bit_cast<std::uint32_t>(std::ldexp(1.0f + static_cast<float>(splitmix(s) % 8) / 8, static_cast<int>(splitmix(s) % 9) - 4)));
+      sa.codes.push_back(std::bit_cast<std::uint32_t>(
+          std::ldexp(1.0f + static_cast<float>(splitmix(s) % 8) / 8, static_cast<int>(splitmix(s) % 9) - 4)));
     for (int i = 0; i < kb * nb; ++i)
-      sb.codes.push_back(std::bit_cast<std::uint32_t>(std::ldexp(1.0f + static_cast<float>(splitmix(s) % 8) / 8, static_cast<int>(splitmix(s) % 9) - 4)));
+      sb.codes.push_back(std::bit_cast<std::uint32_t>(
+          std::ldexp(1.0f + static_cast<float>(splitmix(s) % 8) / 8, static_cast<int>(splitmix(s) % 9) - 4)));
     const auto want = promoted_by_steps(*t.model, 128, t.a, t.b, c, [&](int i, int blk, int j) {
       const float x = std::bit_cast<float>(static_cast<std::uint32_t>(sa.at(i, blk)));
-      const float y = std::bit_cast<float>(static_cast<std::uint32_t>(sb.at(blk, j / 128)));
+      const float y = std::bit_cast<float>(static_cast<std::uint32_t>(sb.at(blk, j / bn)));
       return x * y;
     });
-    const auto got = lowbit::gemm::run_block_scaled(*t.model, t.a, t.b, sa, sb, c);
-    ASSERT_EQ(got, want) << "trial " << trial << ", " << t.model->name << ", " << t.a.format->name << " x "
-                         << t.b.format->name << ", " << t.a.rows << "x" << t.a.cols << "x" << t.b.cols << ": "
+    const auto got = lowbit::gemm::run_block_scaled(*t.model, t.a, t.b, sa, sb, c, bn);
+    ASSERT_EQ(got, want) << "trial " << trial << ", bn " << bn << ", " << t.model->name << ", " << t.a.format->name
+                         << " x " << t.b.format->name << ", " << t.a.rows << "x" << t.a.cols << "x" << t.b.cols << ": "
                          << first_difference(got, want, t.b.cols);
   }
 }
@@ -278,10 +284,12 @@ TEST(FastDriver, CInAnyFormatIsItsF32Value) {
     const std::string what = std::string(model.name) + ", C " + c.format->name + ", trial " + std::to_string(trial);
     EXPECT_EQ(lowbit::gemm::run_model(model, a, b, &c), lowbit::gemm::run_model(model, a, b, &c32)) << what;
     EXPECT_EQ(lowbit::gemm::run_promoted(model, 4 * model.group, a, b, &c),
-              lowbit::gemm::run_promoted(model, 4 * model.group, a, b, &c32)) << what;
+              lowbit::gemm::run_promoted(model, 4 * model.group, a, b, &c32))
+        << what;
     if (128 % model.group == 0) {
       EXPECT_EQ(lowbit::gemm::run_block_scaled(model, a, b, sa, sb, &c),
-                lowbit::gemm::run_block_scaled(model, a, b, sa, sb, &c32)) << what;
+                lowbit::gemm::run_block_scaled(model, a, b, sa, sb, &c32))
+          << what;
     }
     lowbit::gemm::OrderOptions o;
     o.order = lowbit::nth<lowbit::gemm::Order>(static_cast<std::size_t>(trial));

@@ -132,6 +132,11 @@ std::optional<std::pair<int, std::string>> scale_problem(const PassContract& p) 
           sb.block_rows != 128)
         return refuse(1, "takes B with f32 scales per 128x128 block");
       return std::nullopt;
+    case ScaleLayout::deepgemm_1d1d:
+      for (const auto& [i, s] : {std::pair{0, sa}, std::pair{1, sb}})
+        if (s.arrangement != Arrangement::k_blocks || !same_format(*s.format, formats::f32) || s.block_k != 128)
+          return refuse(i, std::string("takes ") + (i == 0 ? "A" : "B") + " with f32 scales per 1x128 block");
+      return std::nullopt;
   }
   return std::nullopt;
 }

@@ -12,7 +12,9 @@
 //    gradients, the random Hadamard transform on the columnwise (wgrad) copies of inputs and gradients, as
 //    TE computes it (scale::hadamard_rows_te_bf16 cites the kernel).
 //  * DeepSeek-V3 (arXiv 2412.19437 §3.3): 1x128 activation and gradient tiles, 128x128 weight blocks, E4M3 on
-//    all tensors, WGMMA results promoted into f32 every 128 elements of K; DeepGEMM's test quantizer
+//    all tensors, WGMMA results promoted into f32 every 128 elements of K, weight gradients kept in FP32
+//    (Figure 6); the wgrad GEMM is DeepGEMM's 1d1d kernel (impls/sm90_fp8_gemm_1d1d.cuh: both operands
+//    per 1x128 along the token dimension, the row of procedure hopper-fp8-blockscaled-1d1d); its quantizer
 //    (tests/test_core.py, per_token_cast_to_fp8): amax clamped at 1e-4, elements x * fp32(448 / amax).
 //  * torchao prototype/mx_formats: MX blocks of 32 with the FLOOR scale rule and e4m3 elements by default;
 //    single-level NVFP4 (an e4m3 scale per 16, no tensor scale).
@@ -71,6 +73,12 @@ constexpr const char* deepseek_v3_sm90 = R"json({
       "w": {"quantize": {"quantization_format": "block128x128", "element": "e4m3", "scale_format": "f32", "eps": "0x38d1b717"}},
       "procedure": "hopper-fp8-blockscaled",
       "epilogue": [{"step": "cast", "format": "bf16"}]
+    },
+    "wgrad": {
+      "dy": {"quantize": {"quantization_format": "block1x128", "element": "e4m3", "scale_format": "f32", "eps": "0x38d1b717"}},
+      "x": {"quantize": {"quantization_format": "block1x128", "element": "e4m3", "scale_format": "f32", "eps": "0x38d1b717"}},
+      "procedure": "hopper-fp8-blockscaled-1d1d",
+      "epilogue": [{"step": "cast", "format": "f32"}]
     }
   }
 })json";
@@ -93,6 +101,12 @@ constexpr const char* te_block_sm90 = R"json({
       "dy": {"quantize": {"quantization_format": "block1x128", "element": "e4m3", "profile": "te"}},
       "w": {"quantize": {"quantization_format": "block128x128", "element": "e4m3", "profile": "te"}},
       "procedure": "hopper-fp8-blockscaled",
+      "epilogue": [{"step": "cast", "format": "bf16"}]
+    },
+    "wgrad": {
+      "dy": {"quantize": {"quantization_format": "block1x128", "element": "e4m3", "profile": "te"}},
+      "x": {"quantize": {"quantization_format": "block1x128", "element": "e4m3", "profile": "te"}},
+      "procedure": "hopper-fp8-blockscaled-1d1d",
       "epilogue": [{"step": "cast", "format": "bf16"}]
     }
   }

@@ -222,7 +222,10 @@ std::vector<std::uint64_t> multiply(const PassContract& p, const QuantizedOperan
   gemm::Operands ops{.a = &a.codes, .b = &bk};
   Matrix as, bs;
   if (layout::blocked(a.info) && layout::blocked(b.info)) {
-    const bool f32_tiles = same_format(*a.info.format, formats::f32);
+    // f32 tiles of B are DeepGEMM's 128x128 weight blocks, one scale per tile of columns; every other B
+    // scale (1x128 f32, MX, NVFP4, NVFP4's 16x16 tiles repeated over their columns) is one per column.
+    const bool f32_tiles =
+        same_format(*b.info.format, formats::f32) && b.info.arrangement == layout::Arrangement::tiles;
     as = block_scales(a, ScaleSide::a_per_row);
     bs = block_scales(b, f32_tiles ? ScaleSide::b_per_tile : ScaleSide::b_per_column);
     ops.a_scales = &as;

@@ -40,7 +40,6 @@ std::size_t code_bytes(const Format& f) {
   return b <= 8 ? 1 : b <= 16 ? 2 : b <= 32 ? 4 : 8;
 }
 
-
 struct GateRun {
   std::map<std::string, std::string> results;  // path -> bytes
   std::map<std::string, std::string> errors;   // path -> why there is no result
@@ -79,7 +78,7 @@ void gate_convert(const Subject& p, const V::Golden& g, GateRun& run) {
                       tininess = e.at("tininess");
     const lowbit_policy pol{profile.c_str(), rounding.c_str(), overflow.c_str(), subnormals.c_str(), tininess.c_str()};
     const int rc = p.convert(from_name.c_str(), to_name.c_str(), &pol, in.data(), inputs.size(), out.data(),
-                                    flags.data(), &flags_written);
+                             flags.data(), &flags_written);
     if (rc == LOWBIT_PLUGIN_UNSUPPORTED) {
       run.skip[path] = "the plugin declined " + from_name + " -> " + to_name + " (" + profile + " " + rounding + " " +
                        overflow + " " + subnormals + " " + tininess + ")";
@@ -102,15 +101,19 @@ void gate_convert(const Subject& p, const V::Golden& g, GateRun& run) {
   }
 }
 
-void gate_tensors(const Subject& p, const V::Golden& g, GateRun& run, bool gemm) {
-  const auto& entry = gemm ? p.gemm : p.quantize;
+// The plugin entry a tensor suite's cases call.
+enum class Entry : std::uint8_t { quantize, gemm, contract };
+
+void gate_tensors(const Subject& p, const V::Golden& g, GateRun& run, Entry which) {
+  const auto& entry = which == Entry::gemm ? p.gemm : which == Entry::contract ? p.contract : p.quantize;
+  const std::string entry_name = which == Entry::gemm ? "gemm" : which == Entry::contract ? "contract" : "quantize";
   for (const json& c : g.manifest.value("cases", json::array())) {
     const long long index = c.value("index", 0LL);
     char id[32];
     std::snprintf(id, sizeof id, "case-%03lld", index);
     if (!entry) {
-      run.skip[id] = gemm ? "the plugin has no gemm entry point (NULL in its table)"
-                          : "the plugin has no quantize entry point (NULL in its table)";
+      run.skip[id] = "the plugin has no " + entry_name + " entry point (NULL in its table" +
+                     (which == Entry::contract ? ", or a table of ABI version 1's first size)" : ")");
       continue;
     }
     struct Held {
@@ -122,10 +125,10 @@ void gate_tensors(const Subject& p, const V::Golden& g, GateRun& run, bool gemm)
       if (e.value("case", -1LL) != index) continue;
       const std::string path = e.at("path");
       const std::string& bytes = g.files.at(path);
-      Held h{io::parse_npy(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(bytes.data()),
-                                                           bytes.size()),
-                           path),
-             e.value("name", ""), e.value("format", ""), e.value("dtype", ""), path};
+      Held h{
+          io::parse_npy(
+              std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()), path),
+          e.value("name", ""), e.value("format", ""), e.value("dtype", ""), path};
       if (e.at("role") == "input") {
         ins.push_back(std::move(h));
       } else {
@@ -142,19 +145,27 @@ void gate_tensors(const Subject& p, const V::Golden& g, GateRun& run, bool gemm)
       return a;
     };
     std::vector<lowbit_array> in_arrays = arrays(ins), out_arrays = arrays(outs);
-    const std::string recipe = c.at("recipe").dump();
+    // A contract case's request is plugin.h's: the suite's contract document, the pass and the seed.
+    json request = c.at("recipe");
+    if (which == Entry::contract) request["contract"] = g.manifest.value("document", json::object());
+    const std::string recipe = request.dump();
     const int rc = entry(recipe.c_str(), in_arrays.data(), static_cast<std::uint32_t>(in_arrays.size()),
                          out_arrays.data(), static_cast<std::uint32_t>(out_arrays.size()));
     if (rc == LOWBIT_PLUGIN_UNSUPPORTED) {
-      run.skip[id] = std::string("the plugin's ") + (gemm ? "gemm" : "quantize") + " declined recipe " + recipe;
+      run.skip[id] =
+          "the plugin's " + entry_name + " declined recipe " +
+          (which == Entry::contract ? c.at("recipe").dump() + " of " + g.manifest.value("contract", "?") : recipe);
       continue;
     }
-    const std::string failure = rc == LOWBIT_PLUGIN_OK ? "" : call_error(p, gemm ? "gemm" : "quantize", rc);
-    for (Held& h : outs) {
+    const std::string failure = rc == LOWBIT_PLUGIN_OK ? "" : call_error(p, entry_name, rc);
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+      Held& h = outs[i];
       if (rc != LOWBIT_PLUGIN_OK) {
         run.errors[h.path] = failure;
         continue;
       }
+      // A contract's stage left unwritten (count 0) is not supplied (plugin.h).
+      if (which == Entry::contract && out_arrays[i].count == 0) continue;
       const std::vector<std::uint8_t> bytes = io::encode_npy(h.npy.dtype, h.npy.shape, h.npy.bytes);
       run.results[h.path] = std::string(bytes.begin(), bytes.end());
     }
@@ -281,7 +292,11 @@ V::SuiteReport run_suite(const Subject& subject, const V::Golden& g, std::size_t
   GateRun run;
   const std::string kind = g.manifest.value("kind", "");
   if (kind == "convert") gate_convert(subject, g, run);
-  else gate_tensors(subject, g, run, kind == "gemm");
+  else
+    gate_tensors(subject, g, run,
+                 kind == "gemm"       ? Entry::gemm
+                 : kind == "contract" ? Entry::contract
+                                      : Entry::quantize);
   const V::Reader reader = [&run](const std::string& path, std::string& error) -> std::optional<std::string> {
     if (const auto it = run.results.find(path); it != run.results.end()) return it->second;
     const auto e = run.errors.find(path);

@@ -1,6 +1,6 @@
 // Verifying golden suites and comparing a subject's results against them (vectors/SPEC.md "Checking").
-#include <fnmatch.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -161,9 +161,9 @@ struct Npy {
 std::optional<Npy> parse_npy_text(const std::string& bytes, const std::string& name, std::string& error) {
   try {
     // ml_dtypes arrays read as their codes: the manifest names the format each file holds.
-    return Npy{io::parse_npy(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(bytes.data()),
-                                                           bytes.size()),
-                             name, io::NpyRead{.untyped_codes = true})};
+    return Npy{
+        io::parse_npy(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()),
+                      name, io::NpyRead{.untyped_codes = true})};
   } catch (const std::exception& e) {
     error = e.what();
     return std::nullopt;
@@ -179,6 +179,13 @@ std::string index_text(const std::vector<std::uint64_t>& shape, std::size_t i) {
   std::string s = "[";
   for (std::size_t d = 0; d < idx.size(); ++d) s += (d ? ", " : "") + std::to_string(idx[d]);
   return s + "]";
+}
+
+// An expected file marked "optional": true (an intermediate stage of a contract suite) counts only when the
+// subject gives it.
+bool optional_file(const json& e) {
+  const auto it = e.find("optional");
+  return it != e.end() && it->is_boolean() && it->get<bool>();
 }
 
 void compare_case(const std::string& suite, const json& files, std::uint64_t index, const std::string& id,
@@ -209,9 +216,10 @@ void compare_case(const std::string& suite, const json& files, std::uint64_t ind
       u.error = "golden file " + path + " unreadable: " + err;
       continue;
     }
-    u.cases += want->a.elements();
     std::string rerr;
     const std::optional<std::string> r = results(path, rerr);
+    if (!r && optional_file(e)) continue;  // not supplied: not compared, not counted
+    u.cases += want->a.elements();
     if (!r) {
       if (u.error.empty()) u.error = rerr;
       continue;
@@ -248,15 +256,14 @@ void compare_case(const std::string& suite, const json& files, std::uint64_t ind
   }
 }
 
-
 // What makes a checksum-consistent manifest a suite that can be compared: a known kind, files, roles the
 // checker knows, and for a tensor suite cases with distinct indices, each with an expected file.  A suite
 // failing these would compare nothing, or leave a case out, and still "pass".
 template <class Fail>
 void check_structure(const json& manifest, const Fail& fail) {
   const std::string kind = manifest.value("kind", "");
-  if (kind != "convert" && kind != "scheme" && kind != "gemm") {
-    fail("manifest.json", "unknown kind '" + kind + "' (convert, scheme or gemm)");
+  if (kind != "convert" && kind != "scheme" && kind != "gemm" && kind != "contract") {
+    fail("manifest.json", "unknown kind '" + kind + "' (convert, scheme, gemm or contract)");
     return;
   }
   const json& files = manifest.at("files");
@@ -291,10 +298,13 @@ void check_structure(const json& manifest, const Fail& fail) {
       fail("manifest.json", "file '" + path + "' belongs to no listed case");
       continue;
     }
-    if (e.value("role", "") == "expected") with_expected.insert(c->get<long long>());
+    // An optional expected file (a contract's intermediate stage) is compared only where the subject gives
+    // it: a case needs one that is not optional, or a subject could pass it by giving nothing.
+    if (e.value("role", "") == "expected" && !optional_file(e)) with_expected.insert(c->get<long long>());
   }
   for (const long long i : indices)
-    if (!with_expected.count(i)) fail("manifest.json", "case " + std::to_string(i) + " has no expected file");
+    if (!with_expected.count(i))
+      fail("manifest.json", "case " + std::to_string(i) + " has no expected file that a subject must give");
 }
 
 }  // namespace
@@ -327,7 +337,9 @@ std::uint64_t SuiteReport::compared() const {
 
 std::optional<Golden> load_golden(const Reader& read, const std::string& where, std::vector<std::string>& damage) {
   const std::size_t before = damage.size();
-  auto fail = [&](const std::string& file, const std::string& why) { damage.push_back(where + "/" + file + ": " + why); };
+  auto fail = [&](const std::string& file, const std::string& why) {
+    damage.push_back(where + "/" + file + ": " + why);
+  };
   std::string err, sum_err;
   const std::optional<std::string> manifest = read("manifest.json", err);
   const std::optional<std::string> sum = read("manifest.json.sha256", sum_err);
@@ -384,13 +396,14 @@ std::optional<Golden> load_golden(const Reader& read, const std::string& where, 
   if (g.manifest.is_object() && g.manifest.value("schema", 0) >= 1 && g.manifest.value("schema", 0) < schema_version) {
     fail("manifest.json", "\"schema\": " + std::to_string(g.manifest.value("schema", 0)) +
                               " is an earlier file format (schema 1 labelled NVFP4's block scales e4m3); this lowbit "
-                              "reads schema " + std::to_string(schema_version) +
-                              ": regenerate the suite with `lowbit vectors generate`");
+                              "reads schema " +
+                              std::to_string(schema_version) + ": regenerate the suite with `lowbit vectors generate`");
     return std::nullopt;
   }
   if (!g.manifest.is_object() || g.manifest.value("schema", 0) != schema_version || !g.manifest.contains("files") ||
       !g.manifest.at("files").is_array() || !g.manifest.contains("suite") || !g.manifest.at("suite").is_string()) {
-    fail("manifest.json", "not a schema " + std::to_string(schema_version) + " manifest (\"schema\", \"suite\", \"files\")");
+    fail("manifest.json",
+         "not a schema " + std::to_string(schema_version) + " manifest (\"schema\", \"suite\", \"files\")");
     return std::nullopt;
   }
   g.name = g.manifest.at("suite");
@@ -553,9 +566,10 @@ std::vector<std::string> verdict(const std::vector<SuiteReport>& reports, const 
 
 void print_reports(const std::vector<SuiteReport>& reports, std::size_t max_report, const Requirements& req) {
   for (const SuiteReport& r : reports) {
-    std::cout << echo_text(r.name, echo_name_bytes) << ": " << plural(r.cases(), "case", "cases") << " compared in " << r.compared() << " of "
-              << plural(r.units.size(), "unit", "units") << ", " << r.mismatches() << " mismatching, " << r.skipped()
-              << " skipped, " << r.errors() << " in error  " << suite_status(r) << "\n";
+    std::cout << echo_text(r.name, echo_name_bytes) << ": " << plural(r.cases(), "case", "cases") << " compared in "
+              << r.compared() << " of " << plural(r.units.size(), "unit", "units") << ", " << r.mismatches()
+              << " mismatching, " << r.skipped() << " skipped, " << r.errors() << " in error  " << suite_status(r)
+              << "\n";
   }
   Listing errors{max_report}, skips{max_report}, lines{max_report};
   for (const SuiteReport& r : reports)
@@ -730,8 +744,8 @@ Reader folder_reader(const std::string& dir, const std::string& what) {
       return std::nullopt;
     }
     if (!is_under(real, root)) {
-      error = what + p.string() + ": leads outside the folder " + dir + " through a symbolic link (to " + real.string() +
-              "); paths never leave the folder";
+      error = what + p.string() + ": leads outside the folder " + dir + " through a symbolic link (to " +
+              real.string() + "); paths never leave the folder";
       return std::nullopt;
     }
     const int fd = ::open(real.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <stdexcept>
 
+#include "lowbit/contract.hpp"
 #include "lowbit/convert.hpp"
 #include "lowbit/text.hpp"
 #include "lowbit/gemm.hpp"
@@ -27,46 +28,12 @@
 #include "lowbit/error.hpp"
 #include "lowbit/sha256.hpp"
 #include "lowbit/vectors.hpp"
+#include "vectors_internal.hpp"
 
 namespace lowbit::vectors {
 
-namespace {
+namespace detail {
 
-using json = nlohmann::json;
-namespace S = lowbit::scale;
-
-// ---- deterministic randomness (SPEC.md "Random cases") --------------------------------------------
-
-// FNV-1a, 64-bit (offset basis 0xcbf29ce484222325, prime 0x100000001b3) of a stream's key.
-std::uint64_t fnv1a(const std::string& s) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-// splitmix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014).
-struct Rng {
-  std::uint64_t state;
-  Rng(std::uint64_t seed, const std::string& key) : state(seed ^ fnv1a(key)) {}
-  std::uint64_t next() {
-    state += 0x9e3779b97f4a7c15ull;
-    std::uint64_t z = state;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  // Uniform enough for test data: next() mod n (the modulo bias is part of the definition).
-  std::uint64_t below(std::uint64_t n) { return next() % n; }
-};
-
-
-// ---- files -------------------------------------------------------------------------------------
-
-// The numpy dtype of an array of `f`'s codes: numpy's float types for f64/f32/f16, else an unsigned
-// integer of the storage width (bf16 as '<u2', io.hpp's convention).
 io::DType dtype_of(const Format& f) {
   if (same_format(f, formats::f32)) return io::DType::f32;
   if (same_format(f, formats::f64)) return io::DType::f64;
@@ -83,13 +50,25 @@ File npy_file(const std::string& path, const std::string& role, const std::strin
   for (std::size_t i = 0; i < codes.size(); ++i)
     for (std::size_t b = 0; b < w; ++b) raw[i * w + b] = static_cast<std::uint8_t>(codes[i] >> (8 * b));
   const std::vector<std::uint8_t> bytes = io::encode_npy(dt, shape, raw);
-  File file{path, role, std::string(bytes.begin(), bytes.end()), json::object()};
+  File file{path, role, std::string(bytes.begin(), bytes.end()), nlohmann::json::object()};
   file.meta["name"] = name;
   file.meta["format"] = f.name;
   file.meta["dtype"] = std::string(*io::npy_descr(dt));
   file.meta["shape"] = shape;
   return file;
 }
+
+}  // namespace detail
+
+namespace {
+
+using json = nlohmann::json;
+namespace S = lowbit::scale;
+
+// The seeded streams and the .npy files (vectors_internal.hpp).
+using detail::dtype_of;
+using detail::npy_file;
+using detail::Rng;
 
 // ---- conversion suites ----------------------------------------------------------------------------
 
@@ -792,6 +771,11 @@ std::vector<SuiteInfo> suites() {
   for (const gemm::Procedure* p : gemm_procedures())
     v.push_back({std::string("gemm-") + p->name,
                  std::string("GEMM under model ") + p->name + ": random, cancelling and special operands", true});
+  for (const contract::NamedContract& c : contract::named())
+    v.push_back({std::string("contract-") + c.name,
+                 std::string("precision contract ") + c.name + ": every pass, every stage, on random, edge and "
+                                                              "nonfinite inputs",
+                 true});
   return v;
 }
 
@@ -876,6 +860,7 @@ Suite generate(const std::string& name, std::uint64_t seed) {
   if (name.rfind("convert16-", 0) == 0) s = convert_suite(name, *find_profile(name.substr(10)), true, seed);
   else if (name.rfind("convert-", 0) == 0) s = convert_suite(name, *find_profile(name.substr(8)), false, seed);
   else if (name.rfind("scheme-", 0) == 0) s = scheme_suite(name, name.substr(7), seed);
+  else if (name.rfind("contract-", 0) == 0) s = detail::contract_suite(name, name.substr(9), seed, nullptr);
   else s = gemm_suite(name, *gemm::find_procedure(name.substr(5)), seed);
   return finished(std::move(s), name, seed, description);
 }
@@ -921,9 +906,10 @@ Suite generate(const std::string& name, std::uint64_t seed, const ShapeRequest& 
   if (!request.given()) return generate(name, seed);
   const std::string description = description_of(name);
   const bool gemm_kind = name.rfind("gemm-", 0) == 0, scheme_kind = name.rfind("scheme-", 0) == 0;
-  if (!gemm_kind && !scheme_kind)
+  const bool contract_kind = name.rfind("contract-", 0) == 0;
+  if (!gemm_kind && !scheme_kind && !contract_kind)
     throw ArgumentError(request.shape ? "shape" : "layout",
-                        "'" + name + "' is a conversion suite; only gemm-* and scheme-* suites take shapes");
+                        "'" + name + "' is a conversion suite; only gemm-*, scheme-* and contract-* suites take shapes");
   if (!request.shape)
     throw ArgumentError("layout",
                         "applies only to requested shapes (the committed suites store A and B row-major, nn)");
@@ -936,6 +922,15 @@ Suite generate(const std::string& name, std::uint64_t seed, const ShapeRequest& 
       shapes.push_back(std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k));
     s = gemm_suite(name, *gemm::find_procedure(name.substr(5)), seed, &r);
     s.manifest["layout"] = layout_text(r.layout);
+  } else if (contract_kind) {
+    // Layer shapes M x N x K (X [M, K], W [N, K], dY [M, N]), each run through every pass.
+    if (request.layout)
+      throw ArgumentError("layout", "'" + name + "' is a contract suite: its inputs are stored as the layer stores "
+                                                 "them (X [M, K], W [N, K], dY [M, N])");
+    const std::vector<GemmShape> layer = parse_gemm_shapes(*request.shape);
+    for (const GemmShape& g : layer)
+      shapes.push_back(std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k));
+    s = detail::contract_suite(name, name.substr(9), seed, &layer);
   } else {
     if (request.layout)
       throw ArgumentError("layout", "'" + name + "' is a scheme suite; only gemm-* suites take a layout");

@@ -55,7 +55,7 @@ nb::tuple run(const std::string& model, const Codes& a, const std::string& a_for
   std::optional<gemm::Matrix> mc, sa, sb;
   if (c) mc = matrix("c", *c, c_format.value_or("f32"), m, n);
   gemm::Operands ops{.a = &ma, .b = &mb, .c = mc ? &*mc : nullptr};
-  const bool required = p->scales == gemm::ScaleLayout::per_k_block || p->scales == gemm::ScaleLayout::deepgemm_1x128;
+  const bool required = gemm::needs_block_scales(*p);
   if (a_scales.has_value() != b_scales.has_value()) value_error(a_scales ? "b_scales" : "a_scales", "both scales or neither");
   if (required || (p->scales == gemm::ScaleLayout::optional_k && a_scales)) {
     if (!a_scales) value_error("a_scales", std::string(p->name) + " reads block scales of A and B");

@@ -1831,11 +1831,12 @@ std::vector<std::uint64_t> run_promoted(const TensorCoreModel& inner, int block,
 }
 
 std::vector<std::uint64_t> run_block_scaled(const TensorCoreModel& inner, const Matrix& a, const Matrix& b,
-                                            const Matrix& a_scales, const Matrix& b_scales, const Matrix* c) {
+                                            const Matrix& a_scales, const Matrix& b_scales, const Matrix* c, int bn) {
   check_shapes(a, b, c);
   if (inner.scale != BlockScale::none) throw std::invalid_argument("block scaling takes an unscaled inner model");
+  if (bn != 1 && bn != 128) throw std::invalid_argument("bn is 128 (B per 128x128 block) or 1 (B per column)");
   const int m = a.rows, n = b.cols, kk = a.cols;
-  const int kb = (kk + 127) / 128, nb = (n + 127) / 128;
+  const int kb = (kk + 127) / 128, nb = (n + bn - 1) / bn;
   if (a_scales.rows != m || a_scales.cols != kb)
     throw std::invalid_argument("a_scales must be " + std::to_string(m) + "x" + std::to_string(kb));
   if (b_scales.rows != kb || b_scales.cols != nb)
@@ -1857,7 +1858,7 @@ std::vector<std::uint64_t> run_block_scaled(const TensorCoreModel& inner, const 
         for (int r = 0; r < rows; ++r) {
           const float sa = std::bit_cast<float>(static_cast<std::uint32_t>(a_scales.at(i0 + r, blk)));
           for (int j = 0; j < w; ++j) {
-            const float sb = std::bit_cast<float>(static_cast<std::uint32_t>(b_scales.at(blk, (j0 + j) / 128)));
+            const float sb = std::bit_cast<float>(static_cast<std::uint32_t>(b_scales.at(blk, (j0 + j) / bn)));
             const float sc = sa * sb;
             acc[r * kTile + j] = std::fmaf(sc, std::bit_cast<float>(l.code[r * kTile + j]), acc[r * kTile + j]);
           }
@@ -1885,7 +1886,7 @@ std::vector<std::uint64_t> run_block_scaled(const TensorCoreModel& inner, const 
           partial = model_step(inner, *a.format, ra, *b.format, rb, partial);
         }
         const float sa = std::bit_cast<float>(static_cast<std::uint32_t>(a_scales.at(i, blk)));
-        const float sb = std::bit_cast<float>(static_cast<std::uint32_t>(b_scales.at(blk, j / 128)));
+        const float sb = std::bit_cast<float>(static_cast<std::uint32_t>(b_scales.at(blk, j / bn)));
         const float s = sa * sb;
         acc = std::fmaf(s, std::bit_cast<float>(partial), acc);
       }

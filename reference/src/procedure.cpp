@@ -10,8 +10,11 @@ namespace {
 namespace F = formats;
 constexpr std::uint32_t one = 0x3F800000u;
 
-constexpr OperandPair exact_golden[] = {{&F::e4m3, &F::e4m3}, {&F::e5m2, &F::e4m3}, {&F::bf16, &F::bf16},
-                                        {&F::e2m1, &F::e2m1}, {&F::e4m3, &F::e4m3, &F::e8m0, 32},
+constexpr OperandPair exact_golden[] = {{&F::e4m3, &F::e4m3},
+                                        {&F::e5m2, &F::e4m3},
+                                        {&F::bf16, &F::bf16},
+                                        {&F::e2m1, &F::e2m1},
+                                        {&F::e4m3, &F::e4m3, &F::e8m0, 32},
                                         {&F::e2m1, &F::e2m1, &F::ue4m3, 16}};
 constexpr OperandPair order_golden[] = {{&F::bf16, &F::bf16}, {&F::f16, &F::f16}, {&F::f32, &F::f32}};
 constexpr OperandPair promoted_golden[] = {{&F::e4m3, &F::e4m3}, {&F::e5m2, &F::e4m3}};
@@ -48,6 +51,13 @@ const Composite composites[] = {
     {{.name = "hopper-fp8-blockscaled", .kind = Kind::block_scaled,
       .description = "DeepGEMM: hopper-fp8 per 128-block, promoted with fp32(sa*sb) (1x128 / 128x128 f32 scales)",
       .interval = 128, .scales = ScaleLayout::deepgemm_1x128, .golden = deepgemm_golden}, "hopper-fp8"},
+    // DeepGEMM's 1d1d kernel (sm90_fp8_gemm_1d1d.cuh), used for weight gradients: both operands scaled per
+    // 1x128 along K, the same promotion (final_accum += scale_a * scale_b * accum, the WGMMA accumulator from
+    // +0 each K block), and the f32 result reduced into D by a TMA reduce-add (D = fl(D + result)), so C is
+    // added once at the end rather than starting the accumulator.  Not yet run on hardware.
+    {{.name = "hopper-fp8-blockscaled-1d1d", .kind = Kind::block_scaled,
+      .description = "DeepGEMM 1d1d: hopper-fp8 per 128-block, promoted with fp32(sa*sb) (1x128 / 1x128 f32 scales), C added after",
+      .interval = 128, .scales = ScaleLayout::deepgemm_1d1d, .golden = deepgemm_golden}, "hopper-fp8"},
 };
 // clang-format on
 
@@ -133,13 +143,15 @@ ScaleShape scale_shape(const Procedure& p, int m, int n, int k, const Format* fo
       s.format = format ? format : (model.scale_block == 16 ? &formats::ue4m3 : &formats::e8m0);
       s.block = block ? block : model.scale_block;
       if (s.block != model.scale_block)
-        throw ArgumentError("scale_block", "model " + std::string(p.name) + " uses " + std::to_string(model.scale_block));
+        throw ArgumentError("scale_block",
+                            "model " + std::string(p.name) + " uses " + std::to_string(model.scale_block));
       s.a_rows = m;
       s.a_cols = s.b_rows = blocks(k, s.block);
       s.b_cols = n;
       return s;
     }
     case ScaleLayout::deepgemm_1x128:
+    case ScaleLayout::deepgemm_1d1d:
       if (format && !same_format(*format, formats::f32))
         throw ArgumentError("scale_format", std::string(p.name) + " takes f32 scales");
       if (block && block != p.interval)
@@ -148,7 +160,7 @@ ScaleShape scale_shape(const Procedure& p, int m, int n, int k, const Format* fo
       s.block = p.interval;
       s.a_rows = m;
       s.a_cols = s.b_rows = blocks(k, p.interval);
-      s.b_cols = blocks(n, p.interval);
+      s.b_cols = p.scales == ScaleLayout::deepgemm_1d1d ? n : blocks(n, p.interval);
       return s;
   }
   return s;
@@ -159,19 +171,18 @@ namespace {
 void check_operands(const Procedure& p, const Operands& o) {
   if (!o.a || !o.b) throw ArgumentError(o.a ? "b" : "a", "missing operand");
   for (const auto& [id, f] : {std::pair{"a_format", o.a->format}, std::pair{"b_format", o.b->format}})
-    if (!takes(p, *f))
-      throw ArgumentError(id, std::string(p.name) + " takes " + operand_text(p) + ", not " + f->name);
+    if (!takes(p, *f)) throw ArgumentError(id, std::string(p.name) + " takes " + operand_text(p) + ", not " + f->name);
   const bool scaled = o.a_scales || o.b_scales;
   if (p.scales == ScaleLayout::none && scaled)
     throw ArgumentError(o.a_scales ? "a_scales" : "b_scales", std::string(p.name) + " takes no block scales");
-  if ((p.scales == ScaleLayout::per_k_block || p.scales == ScaleLayout::deepgemm_1x128) && (!o.a_scales || !o.b_scales))
+  if (needs_block_scales(p) && (!o.a_scales || !o.b_scales))
     throw ArgumentError(o.a_scales ? "b_scales" : "a_scales", std::string(p.name) + " needs block scales for A and B");
   if (scaled && (!o.a_scales || !o.b_scales))
     throw ArgumentError(o.a_scales ? "b_scales" : "a_scales", "block scales are given for both operands or neither");
   if (scaled) {
     const ScaleShape s = scale_shape(p, o.a->rows, o.b->cols, o.a->cols, o.a_scales->format, o.scale_block);
-    for (const auto& [id, mat, rows, cols] :
-         {std::tuple{"a_scales", o.a_scales, s.a_rows, s.a_cols}, std::tuple{"b_scales", o.b_scales, s.b_rows, s.b_cols}}) {
+    for (const auto& [id, mat, rows, cols] : {std::tuple{"a_scales", o.a_scales, s.a_rows, s.a_cols},
+                                              std::tuple{"b_scales", o.b_scales, s.b_rows, s.b_cols}}) {
       if (mat->rows != rows || mat->cols != cols)
         throw ArgumentError(id, "expected " + std::to_string(rows) + " x " + std::to_string(cols) + " scales, not " +
                                     std::to_string(mat->rows) + " x " + std::to_string(mat->cols));
@@ -192,8 +203,8 @@ RunResult run_exact(const Operands& o, bool epilogue) {
   if (o.a_scales) {
     if (epilogue) throw ArgumentError("alpha", "alpha, beta and per-tensor scales are not combined with block scales");
     if (e.d_format) throw ArgumentError("d_format", "a quantized output is not combined with block scales");
-    const ScaleShape s = scale_shape(*find_procedure("exact"), o.a->rows, o.b->cols, o.a->cols, o.a_scales->format,
-                                     o.scale_block);
+    const ScaleShape s =
+        scale_shape(*find_procedure("exact"), o.a->rows, o.b->cols, o.a->cols, o.a_scales->format, o.scale_block);
     const int bn = same_format(*s.format, formats::f32) ? 128 : 1;
     out.d = exact_block_scaled(*o.a, *o.b, *o.a_scales, *o.b_scales, s.block, bn, o.c, formats::f32, Policy{});
     return out;
@@ -235,7 +246,8 @@ RunResult run(const Procedure& p, const Operands& o) {
     case Kind::exact: break;
     case Kind::f32_order: out.d = accumulate(*o.a, *o.b, cin, p.order); break;
     case Kind::model:
-      out.d = o.a_scales ? run_model(*p.model, *o.a, *o.b, cin, o.a_scales, o.b_scales) : run_model(*p.model, *o.a, *o.b, cin);
+      out.d = o.a_scales ? run_model(*p.model, *o.a, *o.b, cin, o.a_scales, o.b_scales)
+                         : run_model(*p.model, *o.a, *o.b, cin);
       if (p.model->output == Output::f16_rne) out.format = &formats::f16;
       break;
     case Kind::promoted: {
@@ -245,7 +257,15 @@ RunResult run(const Procedure& p, const Operands& o) {
       esa = esb = one;
       break;
     }
-    case Kind::block_scaled: out.d = run_block_scaled(*p.model, *o.a, *o.b, *o.a_scales, *o.b_scales, cin); break;
+    case Kind::block_scaled:
+      if (p.scales == ScaleLayout::deepgemm_1d1d) {
+        // The 1d1d kernel's TMA reduce-add: the result, from +0, added to C once in f32.
+        out.d = run_block_scaled(*p.model, *o.a, *o.b, *o.a_scales, *o.b_scales, nullptr, 1);
+        if (cin) out.d = apply_epilogue(out.d, cin, one, one, one, one);
+      } else {
+        out.d = run_block_scaled(*p.model, *o.a, *o.b, *o.a_scales, *o.b_scales, cin);
+      }
+      break;
   }
   const bool f16_out = same_format(*out.format, formats::f16);
   if (epilogue) {

@@ -178,6 +178,8 @@ void run_run(const ContractOptions& o) {
   manifest["contract"] = c.name;
   manifest["pass"] = name(*pass);
   manifest["document"] = c.document;
+  // The seed of the stochastic rounding, so that a check by --plugin can hand the kernel the same one.
+  if (in.sr_seed) manifest["sr_seed"] = *in.sr_seed;
   manifest["inputs"] = json::array();
   manifest["stages"] = json::array();
   try {
@@ -268,7 +270,9 @@ Supplier plugin_results(const ContractOptions& o, const K::Contract& c, const js
     throw InputError("--plugin: '" + echo_text(o.plugin) + "' (" + subject.name +
                      ") has no contract entry point (NULL, or a table whose struct_size ends before it)");
   json request = {{"contract", c.document}, {"pass", m.value("pass", "fprop")}};
+  // --sr-seed, else the seed the run recorded (a different --sr-seed tests the kernel's seed handling).
   if (o.sr_seed >= 0) request["sr_seed"] = o.sr_seed;
+  else if (m.contains("sr_seed") && m["sr_seed"].is_number_unsigned()) request["sr_seed"] = m["sr_seed"];
   const std::string request_text = request.dump();
   // The arrays' memory: names, formats, dtypes, shapes and data, kept alive through the call.
   struct Buffer {

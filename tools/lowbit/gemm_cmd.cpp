@@ -269,8 +269,7 @@ void run_gemm(GemmOptions& o) {
   gemm::Operands ops{.a = &a, .b = &b, .c = c.get()};
   // Block scales: read with the shapes and format the procedure uses (required where its layout has them).
   std::unique_ptr<Matrix> as, bs;
-  const bool required =
-      proc->scales == gemm::ScaleLayout::per_k_block || proc->scales == gemm::ScaleLayout::deepgemm_1x128;
+  const bool required = gemm::needs_block_scales(*proc);
   if (required || (proc->scales == gemm::ScaleLayout::optional_k && j.contains("a_scales"))) {
     const Format* sf = j.contains("scale_format") ? &read_format(j, "scale_format", "e8m0") : nullptr;
     const int blk = j.contains("scale_block") ? read_dim(j, "scale_block") : 0;

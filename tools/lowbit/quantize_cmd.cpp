@@ -22,9 +22,11 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "lowbit/checkpoint.hpp"
 #include "lowbit/convert.hpp"
 #include "lowbit/exact.hpp"
 #include "lowbit/io.hpp"
+#include "lowbit/output.hpp"
 #include "lowbit/pack.hpp"
 #include "lowbit/philox.hpp"
 #include "lowbit/profile.hpp"
@@ -559,9 +561,72 @@ void run_quantize_checkpoint(const QuantizeOptions& o) {
   io::write_safetensors(o.out, out_tensors, meta, io::OutputOptions{{o.in}});
 }
 
+// ---- checkpoint mode, --export: SRC -> DIR as compressed-tensors or ModelOpt write it ----------------------
+
+void run_quantize_export(const QuantizeOptions& o) {
+  // The recipe is the format's preset: lowbit's own recipe options would contradict it.
+  const std::pair<const char*, bool> own[] = {
+      {"--scheme", !o.scheme.empty()},
+      {"--element", !o.element.empty()},
+      {"--block", o.block != 0},
+      {"--scale-rule", !o.scale_rule.empty()},
+      {"--scale-format", !o.scale_format.empty()},
+      {"--variant", !o.variant.empty()},
+      {"--compute", !o.compute.empty()},
+      {"--zero-scale", !o.zero_scale.empty()},
+      {"--profile", !o.profile.empty()},
+      {"--rounding", !o.rounding.empty()},
+      {"--nonfinite", !o.nonfinite.empty()},
+      {"--amax-nan", !o.amax_nan.empty()},
+      {"--hadamard", !o.hadamard_text.empty()},
+      {"--state", !o.state.empty()},
+      {"--pack", o.pack},
+      {"--scale-layout", o.scale_layout != "row-major"},
+      {"--tensor", !o.tensors.empty()},
+      {"--shape", !o.shape.empty()},
+      {"--in-format", !o.in_format.empty()},
+      {"--axis", o.axis != -1},
+      {"--direction", o.direction != "row"},
+      {"--sr-bits", o.sr_bits != 0},
+      {"--sr-seed", o.sr_seed != -1},
+      {"--sr-bits-file", !o.sr_bits_file.empty()},
+  };
+  for (const auto& [flag, given] : own)
+    if (given)
+      throw InputError(std::string(flag) + ": --export writes the exporter's own recipe (--recipe); " + flag +
+                       " does not apply");
+  const auto format = parse<checkpoint::CheckpointFormat>(o.export_format);
+  if (!format || (*format != checkpoint::CheckpointFormat::compressed_tensors &&
+                  *format != checkpoint::CheckpointFormat::modelopt))
+    throw InputError("--export: '" + echo_text(o.export_format, 40) + "' is not compressed-tensors or modelopt");
+  if (o.recipe.empty()) {
+    const std::string list = *format == checkpoint::CheckpointFormat::modelopt ? choices<checkpoint::ModeloptAlgo>()
+                                                                               : choices<checkpoint::CtPreset>();
+    throw InputError("--recipe: required with --export " + o.export_format + " (" + list + ")");
+  }
+  checkpoint::ExportOptions eo;
+  eo.format = *format;
+  eo.recipe = o.recipe;
+  eo.ignore = o.ignore;
+  eo.input_scales = o.input_scales;
+  const checkpoint::ExportSummary s = checkpoint::export_checkpoint(o.in, o.out, eo);
+  io::write_stdout("wrote " + o.out + ": " + o.export_format + " " + o.recipe + ", " +
+                   std::to_string(s.quantized.size()) + " weights quantized, " + std::to_string(s.copied) +
+                   " tensors copied\n");
+}
+
 void run_quantize(const QuantizeOptions& o) {
   if (o.in.empty()) throw InputError("--in: required");
   if (o.out.empty()) throw InputError("--out: required");
+  if (!o.export_format.empty()) {
+    file_errors_exit_2([&] { run_quantize_export(o); });
+    return;
+  }
+  for (const auto& [flag, given] : {std::pair<const char*, bool>{"--recipe", !o.recipe.empty()},
+                                    {"--ignore", !o.ignore.empty()},
+                                    {"--input-scales", !o.input_scales.empty()}})
+    if (given) throw InputError(std::string(flag) + ": applies with --export");
+  if (o.scheme.empty()) throw InputError("--scheme: required (or --export FORMAT --recipe NAME for a checkpoint)");
   if (o.in == "-" && o.out == "-") {
     if (o.pack) throw InputError("--pack: applies to file and checkpoint modes (text mode codes are never packed)");
     if (o.scale_layout != "row-major") throw InputError("--scale-layout: applies to file and checkpoint modes");
@@ -747,8 +812,8 @@ void add_quantize(CLI::App& app) {
                          "Quantize a tensor with a scaling scheme (text: --in - --out -; files: --in X.npy --out DIR; "
                          "checkpoints: --in A.safetensors --out B.safetensors)");
   q->add_option("--scheme", o->scheme,
-                "tensor, delayed, channel, token, block1x128, block128x128, block, mx, nvfp4, nvfp4-2d, nvfp4-1level")
-      ->required();
+                "tensor, delayed, channel, token, block1x128, block128x128, block, mx, nvfp4, nvfp4-2d, nvfp4-1level "
+                "(required but with --export)");
   q->add_option("--element", o->element, "Element format (default e4m3; e2m1 for NVFP4)");
   q->add_option("--block", o->block, "Block length along the axis (mx 32, block 128, nvfp4 16)")
       ->check(whole_number(1, scale::max_block_side));
@@ -797,6 +862,19 @@ void add_quantize(CLI::App& app) {
   q->add_option("--tensor", o->tensors,
                 "Checkpoint mode: a tensor to quantize (repeatable; default every float "
                 "tensor of rank 2 or more)");
+  q->add_option("--export", o->export_format,
+                "Checkpoint mode: write DIR as an exporter does: compressed-tensors (config.json's "
+                "quantization_config, as vLLM loads it) or modelopt (hf_quant_config.json, as TensorRT-LLM loads it)");
+  q->add_option("--recipe", o->recipe,
+                "With --export, the format's preset: compressed-tensors FP8, FP8_DYNAMIC, FP8_BLOCK, NVFP4, NVFP4A16, "
+                "MXFP4A16; modelopt FP8, NVFP4");
+  q->add_option("--ignore", o->ignore,
+                "With --export, a module to leave unquantized besides lm_head (repeatable): its name, its last "
+                "components, or re:REGEX");
+  q->add_option(
+      "--input-scales", o->input_scales,
+      "With --export FP8 / NVFP4: a safetensors file holding each quantized module's activation scale as the "
+      "checkpoint stores it (M.input_scale; compressed-tensors NVFP4 M.input_global_scale), copied bit for bit");
   q->callback([o] {
     guarded([&] {
       if (!o->hadamard_text.empty()) {

@@ -36,6 +36,9 @@ struct QuantizeOptions : Recipe {
   std::string hadamard_text;  // --hadamard[=exact|te-bf16], read into Recipe::hadamard
   bool pack = false;
   std::vector<std::string> tensors;  // checkpoint mode: the tensors to quantize (empty: every float tensor)
+  // checkpoint mode, --export: an exporter's layout (checkpoint::export_checkpoint)
+  std::string export_format, recipe, input_scales;
+  std::vector<std::string> ignore;
 };
 
 // The recipe's options and element policy, and its profile's name; InputError naming the option at fault

@@ -499,6 +499,8 @@ json gemm_section(bool quick, json& skipped, json& experiment) {
       why_not[p.name] = "takes FP4 operands with per-16 block scales; this experiment's operands are e4m3";
     else if (!gemm::takes(p, F::e4m3))
       why_not[p.name] = "takes " + gemm::operand_text(p) + "; this experiment's operands are e4m3";
+    else if (p.scales == gemm::ScaleLayout::deepgemm_1d1d)
+      why_not[p.name] = "with unit block scales and no C it is hopper-fp8-blockscaled, element for element";
   }
   std::vector<int> ks;
   for (int k = 64; k <= 16384; k *= 2) ks.push_back(k);
@@ -552,7 +554,7 @@ json gemm_section(bool quick, json& skipped, json& experiment) {
       // Block scales of 1 where the procedure reads scales (the experiment is scaled per tensor).
       gemm::Operands ops{.a = &a, .b = &b};
       gemm::Matrix as, bs;
-      if (p.scales == gemm::ScaleLayout::per_k_block || p.scales == gemm::ScaleLayout::deepgemm_1x128) {
+      if (gemm::needs_block_scales(p)) {
         const gemm::ScaleShape sh = gemm::scale_shape(p, 64, 64, k, nullptr, 0);
         const std::uint64_t unit = convert(F::f32, 0x3F800000u, *sh.format, Policy{}).code;
         as = {sh.format, sh.a_rows, sh.a_cols, std::vector<std::uint64_t>(static_cast<std::size_t>(sh.a_rows) * sh.a_cols, unit)};

@@ -109,6 +109,55 @@ struct CheckpointReport {
 CheckpointReport verify_checkpoint(const std::string& source, const std::string& quantized,
                                    const CheckpointOptions& options = {});
 
+// ---- writing checkpoints as exporters write them (`lowbit quantize --export`) ---------------------------
+
+// compressed-tensors 0.20.1's preset schemes (quantization/quant_scheme.py PRESET_SCHEMES), by their names.
+enum class CtPreset : std::uint8_t { fp8, fp8_dynamic, fp8_block, nvfp4, nvfp4a16, mxfp4a16 };
+inline constexpr Named<CtPreset> ct_preset_names[] = {
+    {CtPreset::fp8, "FP8", "FP8 per-tensor weights, static per-tensor FP8 activations (needs input scales)"},
+    {CtPreset::fp8_dynamic, "FP8_DYNAMIC", "FP8 per-channel weights, dynamic per-token activations"},
+    {CtPreset::fp8_block, "FP8_BLOCK", "FP8 128x128-block weights, dynamic 1x128 activations"},
+    {CtPreset::nvfp4, "NVFP4", "NVFP4 weights and activations (needs input global scales)"},
+    {CtPreset::nvfp4a16, "NVFP4A16", "NVFP4 weights, unquantized activations"},
+    {CtPreset::mxfp4a16, "MXFP4A16", "MXFP4 weights, unquantized activations"},
+};
+constexpr const auto& names_of(CtPreset) { return ct_preset_names; }
+
+// ModelOpt 0.47.0's quant_algo values its Hugging Face export writes for FP8_DEFAULT_CFG and NVFP4_DEFAULT_CFG.
+enum class ModeloptAlgo : std::uint8_t { fp8, nvfp4 };
+inline constexpr Named<ModeloptAlgo> modelopt_algo_names[] = {
+    {ModeloptAlgo::fp8, "FP8", "FP8 per-tensor weights and activations (needs input scales)"},
+    {ModeloptAlgo::nvfp4, "NVFP4", "NVFP4 weights and activations (needs input scales)"},
+};
+constexpr const auto& names_of(ModeloptAlgo) { return modelopt_algo_names; }
+
+struct ExportOptions {
+  CheckpointFormat format = CheckpointFormat::compressed_tensors;  // compressed_tensors or modelopt
+  std::string recipe;  // a CtPreset name (compressed-tensors) or a ModeloptAlgo name (modelopt)
+  // Modules left unquantized besides lm_head: a module name ("model.layers.0.mlp.down_proj"), its last
+  // components ("down_proj": every such module), or "re:" and a regular expression searched in the name.
+  std::vector<std::string> ignore;
+  // A safetensors file of the activation scales calibration found, for the recipes that store one: tensor
+  // M.input_scale (compressed-tensors FP8: one value in the weight's dtype; ModelOpt FP8 and NVFP4: one F32)
+  // or M.input_global_scale (compressed-tensors NVFP4: one F32) for every quantized module M, copied bit for bit.
+  std::string input_scales;
+  std::vector<std::vector<std::string>> fused = CheckpointOptions{}.fused;
+};
+
+struct ExportSummary {
+  std::vector<std::string> quantized;  // module names, in order
+  std::size_t copied = 0;              // tensors copied unchanged
+};
+
+// Quantizes the Linear weights of `source` (a safetensors file or a directory, as read_tensor_set reads it)
+// with `options.recipe` under that exporter's arithmetic and writes the checkpoint directory `out` as the
+// exporter writes it (model.safetensors, config.json, hf_quant_config.json for ModelOpt; the source's
+// config.json carried over with quantization_config set), through io::FolderOutput: nothing is written on
+// error, an existing folder is replaced only when empty or a previous export (it holds lowbit_export.json).
+// ArgumentError (recipe, ignore, input_scales, out) for a bad option; io::FileError naming the file and key
+// for input that cannot be exported.
+ExportSummary export_checkpoint(const std::string& source, const std::string& out, const ExportOptions& options);
+
 // Fills rep.diffs with every block of q whose scale or codes differ from the stored ones (block order).
 void compare_blocks(const scale::Quantized& q, const std::vector<std::uint8_t>& codes,
                     const std::vector<std::uint64_t>& scales, TensorReport& rep);

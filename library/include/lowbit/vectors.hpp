@@ -91,8 +91,9 @@ std::vector<TensorShape> parse_tensor_shapes(const std::string& text);
 Layout parse_layout(const std::string& text);
 
 // A suite at the requested shapes and layout (on demand, never committed); without a request it is
-// generate(name, seed).  GEMM suites take MxNxK shapes and a layout, scheme suites RxC shapes; anything
-// else is an ArgumentError naming the option.
+// generate(name, seed).  GEMM suites take MxNxK shapes and a layout, scheme suites RxC shapes, contract
+// suites MxNxK layer shapes (X [M, K], W [N, K], dY [M, N]); anything else is an ArgumentError naming the
+// option.
 Suite generate(const std::string& name, std::uint64_t seed, const ShapeRequest& request);
 // The manifest text (with "files") and the checksum line of vectors/SPEC.md.
 std::string manifest_text(const Suite& s);

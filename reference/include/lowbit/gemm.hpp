@@ -189,10 +189,13 @@ std::vector<std::uint64_t> run_promoted(const TensorCoreModel& inner, int block,
                                         const Matrix* c, std::uint32_t scale = 0x3F800000u);
 
 // DeepGEMM's block-scaled FP8 GEMM: A carries one f32 scale per row and 128-element K block
-// (a_scales: M x ceil(K/128), "1x128"), B one per 128x128 block (b_scales: ceil(K/128) x ceil(N/128));
-// each K block's model result is promoted with acc = fma(fp32(sa * sb), partial, acc).
+// (a_scales: M x ceil(K/128), "1x128"), B one per 128x128 block (bn = 128, b_scales: ceil(K/128) x
+// ceil(N/128); the 1d2d kernel) or one per column and K block (bn = 1, b_scales: ceil(K/128) x N; the 1d1d
+// kernel of weight gradients); each K block's model result, from +0, is promoted with
+// acc = fma(fp32(sa * sb), partial, acc), and C (optional) starts acc.
 std::vector<std::uint64_t> run_block_scaled(const TensorCoreModel& inner, const Matrix& a, const Matrix& b,
-                                            const Matrix& a_scales, const Matrix& b_scales, const Matrix* c);
+                                            const Matrix& a_scales, const Matrix& b_scales, const Matrix* c,
+                                            int bn = 128);
 
 // The per-tensor epilogue of a model's result (cuBLASLt-style scales, unconfirmed order):
 // d = fp32(fp32(fp32(scale_a * scale_b) * alpha) * acc), then + fp32(fp32(beta * scale_c) * c) when beta != 0.

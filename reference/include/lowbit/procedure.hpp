@@ -40,12 +40,14 @@ enum class ScaleLayout : std::uint8_t {
                    // f32 scales with B's per 128 x 128 block (DeepGEMM's weights)
   per_k_block,     // the model's own: A is M x ceil(K / block), B is ceil(K / block) x N
   deepgemm_1x128,  // A: M x ceil(K / 128) f32 (1 x 128), B: ceil(K / 128) x ceil(N / 128) f32 (128 x 128)
+  deepgemm_1d1d,   // A: M x ceil(K / 128) f32 (1 x 128), B: ceil(K / 128) x N f32 (1 x 128 along K)
 };
 inline constexpr Named<ScaleLayout> scale_layout_names[] = {
     {ScaleLayout::none, "none", "no block scales"},
     {ScaleLayout::optional_k, "optional-k-blocks", "optional scales per K block (B per column, or per 128x128)"},
     {ScaleLayout::per_k_block, "k-blocks", "one scale per K block of each A row and each B column"},
     {ScaleLayout::deepgemm_1x128, "1x128-128x128", "A per 1x128, B per 128x128, f32"},
+    {ScaleLayout::deepgemm_1d1d, "1x128-1x128", "A and B per 1x128 along K, f32"},
 };
 constexpr const auto& names_of(ScaleLayout) { return scale_layout_names; }
 
@@ -97,6 +99,12 @@ struct ScaleShape {
 // (exact: e8m0 per 32, ue4m3 per 16, f32 per 128 with B per 128 x 128).  Throws ArgumentError
 // ("scale_format", "scale_block") for a format or block the procedure does not use.
 ScaleShape scale_shape(const Procedure& p, int m, int n, int k, const Format* format, int block);
+// Whether the procedure cannot run without block scales (its layout is its own, not the exact reference's
+// optional ones).
+constexpr bool needs_block_scales(const Procedure& p) {
+  return p.scales == ScaleLayout::per_k_block || p.scales == ScaleLayout::deepgemm_1x128 ||
+         p.scales == ScaleLayout::deepgemm_1d1d;
+}
 
 struct Operands {
   const Matrix* a = nullptr;
