@@ -180,3 +180,22 @@ TEST(GgufWrite, AlignmentIsWrittenAndRead) {
   EXPECT_EQ(f.read(f.tensors[1]), t.bytes);
   EXPECT_EQ(file_bytes(path).size(), f.tensors[1].offset + 64);
 }
+
+// gguf_llama_name is gguf_source_name's inverse on gguf-py's Llama table (the names make_gguf.py writes).
+TEST(GgufWrite, LlamaNamesBothWays) {
+  const C::TensorSet src = C::read_tensor_set(fixtures + "/source");
+  const C::GgufFile peer = C::read_gguf(fixtures + "/gguf/llama_mxfp4.gguf");
+  const auto none = [](const std::string&) { return false; };
+  ASSERT_EQ(peer.tensors.size(), src.where.size());
+  for (const C::GgufTensor& t : peer.tensors) {
+    const auto hf = C::gguf_source_name(t.name, none, {});
+    ASSERT_TRUE(hf) << t.name;
+    EXPECT_TRUE(src.contains(*hf)) << *hf;
+    EXPECT_EQ(C::gguf_llama_name(*hf), t.name);
+  }
+  EXPECT_EQ(C::gguf_llama_name("model.layers.12.self_attn.o_proj.bias"), "blk.12.attn_output.bias");
+  EXPECT_FALSE(C::gguf_llama_name("model.layers.x.mlp.up_proj.weight"));
+  EXPECT_FALSE(C::gguf_llama_name("model.layers.0.mlp.experts.weight"));
+  EXPECT_FALSE(C::gguf_source_name("blk.0.attn_qkv.weight", none, {}));
+  EXPECT_EQ(C::gguf_source_name("x", none, {{"x", "y"}}), "y");
+}

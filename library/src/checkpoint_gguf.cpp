@@ -371,31 +371,55 @@ GgufFile parse(Cursor& c, const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// gguf-py tensor_mapping.py (MODEL_ARCH.LLAMA's tensors, constants.py MODEL_TENSORS): the GGUF name and the
+// Hugging Face transformers name it comes from.
+constexpr std::pair<const char*, const char*> llama_top[] = {
+    {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
+constexpr std::pair<const char*, const char*> llama_block[] = {
+    {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},   {"attn_v", "self_attn.v_proj"},
+    {"attn_output", "self_attn.o_proj"}, {"attn_norm", "input_layernorm"}, {"ffn_norm", "post_attention_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},        {"ffn_down", "mlp.down_proj"}};
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && s.size() <= 6 && std::all_of(s.begin(), s.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+}
+
+}  // namespace
+
+std::optional<std::string> gguf_llama_name(const std::string& hf) {
+  const auto dot = hf.rfind('.');
+  if (dot == std::string::npos) return std::nullopt;
+  const std::string stem = hf.substr(0, dot), suffix = hf.substr(dot);
+  for (const auto& [g, h] : llama_top)
+    if (stem == h) return std::string(g) + suffix;
+  const std::string layers = "model.layers.";
+  if (stem.rfind(layers, 0) != 0) return std::nullopt;
+  const auto dot2 = stem.find('.', layers.size());
+  if (dot2 == std::string::npos) return std::nullopt;
+  const std::string layer = stem.substr(layers.size(), dot2 - layers.size()), part = stem.substr(dot2 + 1);
+  if (!all_digits(layer)) return std::nullopt;
+  for (const auto& [g, h] : llama_block)
+    if (part == h) return "blk." + layer + "." + g + suffix;
+  return std::nullopt;
+}
+
 std::optional<std::string> gguf_source_name(const std::string& name, const std::function<bool(const std::string&)>& has,
                                             const std::map<std::string, std::string>& names) {
   if (const auto it = names.find(name); it != names.end()) return it->second;
   if (has(name)) return name;
-  // gguf-py tensor_mapping.py (MODEL_ARCH.LLAMA's tensors, constants.py MODEL_TENSORS): the GGUF name and the
-  // Hugging Face transformers name it comes from.
-  static const std::pair<const char*, const char*> top[] = {
-      {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
-  static const std::pair<const char*, const char*> block[] = {
-      {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},   {"attn_v", "self_attn.v_proj"},
-      {"attn_output", "self_attn.o_proj"}, {"attn_norm", "input_layernorm"}, {"ffn_norm", "post_attention_layernorm"},
-      {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},        {"ffn_down", "mlp.down_proj"}};
   const auto dot = name.rfind('.');
   if (dot == std::string::npos) return std::nullopt;
   const std::string stem = name.substr(0, dot), suffix = name.substr(dot);  // ".weight", ".bias"
-  for (const auto& [g, hf] : top)
+  for (const auto& [g, hf] : llama_top)
     if (stem == g) return std::string(hf) + suffix;
   if (stem.rfind("blk.", 0) == 0) {
     const auto dot2 = stem.find('.', 4);
     if (dot2 == std::string::npos) return std::nullopt;
     const std::string layer = stem.substr(4, dot2 - 4), part = stem.substr(dot2 + 1);
-    if (layer.empty() || layer.size() > 6 ||
-        !std::all_of(layer.begin(), layer.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
-      return std::nullopt;
-    for (const auto& [g, hf] : block)
+    if (!all_digits(layer)) return std::nullopt;
+    for (const auto& [g, hf] : llama_block)
       if (part == g) return "model.layers." + layer + "." + hf + suffix;
   }
   return std::nullopt;

@@ -246,6 +246,10 @@ bool is_gguf(const std::string& path);
 std::optional<std::string> gguf_source_name(const std::string& name, const std::function<bool(const std::string&)>& has,
                                             const std::map<std::string, std::string>& names);
 
+// The inverse of that naming: the gguf-py Llama name of a Hugging Face tensor name (model.layers.N.mlp.up_proj.weight
+// -> blk.N.ffn_up.weight), nullopt for a name the table does not hold.
+std::optional<std::string> gguf_llama_name(const std::string& hf);
+
 // A GGUF MXFP4 tensor's stored blocks (rows x cols elements, cols a multiple of 32): each block's e8m0 byte,
 // and every element's e2m1 code in row-major order (element i of a block the low nibble of its byte 1 + i,
 // element i + 16 the high nibble; ggml-common.h block_mxfp4, ggml-quants.c dequantize_row_mxfp4).
