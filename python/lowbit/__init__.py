@@ -2,9 +2,9 @@
 
 The element level: ``formats``, ``format``, ``profiles``, ``convert``, ``decode``, ``codes``; the scheme
 level: ``quantize`` (a ``Quantized``), ``DelayedState``; GEMMs: ``models``, ``gemm``; a whole linear layer,
-stage by stage: ``lowbit.contract``; tests: ``lowbit.testing``.  Every function has the command line's option
-names and defaults (``lowbit convert --help``, ``lowbit quantize --help``, ``lowbit gemm``) and gives the
-command line's bits.
+stage by stage: ``lowbit.contract``; training scale state: ``lowbit.state``; tests: ``lowbit.testing``.
+Every function has the command line's option names and defaults (``lowbit convert --help``, ``lowbit
+quantize --help``, ``lowbit gemm``) and gives the command line's bits.
 
 Example:
     >>> import lowbit, numpy as np
@@ -18,12 +18,12 @@ from ._convert import Converted, Flag, codes, convert, decode
 from ._formats import Format, Model, Profile, TargetRule, format, formats, models, profiles
 from ._gemm import gemm
 from ._quantize import DelayedState, Quantized, quantize
-from . import contract, testing, vectors
+from . import contract, state, testing, vectors
 
 __version__ = _lowbit.__version__
 
 __all__ = [
     "Codes", "Converted", "DelayedState", "Flag", "Format", "Model", "Profile", "Quantized", "TargetRule",
-    "codes", "contract", "convert", "decode", "format", "formats", "gemm", "models", "profiles", "quantize", "testing",
-    "vectors",
+    "codes", "contract", "convert", "decode", "format", "formats", "gemm", "models", "profiles", "quantize", "state",
+    "testing", "vectors",
 ]

@@ -17,7 +17,7 @@ from ._dtypes import UINT_OF_BYTES
 
 OK, UNSUPPORTED, ERROR = 0, 1, 2  # include/lowbit/plugin.h's statuses
 
-_TENSOR_INPUTS = {"quantize": ("x",), "gemm": ("a", "b")}  # positional; the rest go by keyword
+_TENSOR_INPUTS = {"quantize": ("x",), "gemm": ("a", "b"), "contract": ()}  # positional; the rest by keyword
 
 
 def _declined(result: Any) -> bool:
@@ -64,11 +64,11 @@ def _bytes_of(value: Any, name: str, fmt: str, dtype: str, shape) -> bytes:
 
 
 class Adapter:
-    """The gate's view of a Python subject (any object with some of convert, quantize, gemm)."""
+    """The gate's view of a Python subject (any object with some of convert, quantize, gemm, contract)."""
 
     def __init__(self, subject: Any):
         self.subject = subject
-        self.entries = [e for e in ("convert", "quantize", "gemm") if callable(getattr(subject, e, None))]
+        self.entries = [e for e in ("convert", "quantize", "gemm", "contract") if callable(getattr(subject, e, None))]
         self._keywords = {e: self._accepted(getattr(subject, e)) for e in self.entries}
 
     @staticmethod
@@ -121,6 +121,8 @@ class Adapter:
             result = getattr(self.subject, kind)(*positional, recipe, **arrays)
             if _declined(result):
                 return UNSUPPORTED, None, ""
+            if kind == "contract":
+                return OK, self._stages(result, outputs), ""
             out: Dict[str, bytes] = {}
             for name, fmt, dtype, shape in outputs:
                 if len(outputs) == 1 and not isinstance(result, dict) and not hasattr(result, name):
@@ -137,3 +139,24 @@ class Adapter:
             return OK, out, ""
         except Exception as e:
             return ERROR, None, _error(e)
+
+    @staticmethod
+    def _stages(result: Any, outputs: List) -> Dict[str, bytes]:
+        """A contract subject's stages (a dict, or a lowbit.contract.Run, keyed as the stage files without
+        ".npy") as the bytes of the suite's files: "output" required, every other stage where it is given
+        (the rest are not supplied, as plugin.h's count 0)."""
+        if isinstance(result, dict):
+            stages = dict(result)
+        elif callable(getattr(result, "keys", None)):
+            stages = {k: result[k] for k in result.keys()}
+        else:
+            raise TypeError(f"the result ({type(result).__name__}) is not a dict of stages or a lowbit.contract.Run")
+        stages = {(k[:-4] if isinstance(k, str) and k.endswith(".npy") else k): v for k, v in stages.items()}
+        known = {o[0] for o in outputs}
+        unknown = sorted(str(k) for k in stages if k not in known)
+        if unknown:
+            raise KeyError(f"{unknown[0]!r} is not a stage of this case ({', '.join(o[0] for o in outputs)})")
+        if "output" not in stages:
+            raise KeyError(f"the result has no 'output' (it has {', '.join(map(str, stages)) or 'nothing'})")
+        return {name: _bytes_of(stages[name], name, fmt, dtype, shape)
+                for name, fmt, dtype, shape in outputs if name in stages}

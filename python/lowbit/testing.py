@@ -178,6 +178,11 @@ def gate(subject: Any, suites: Any = None, *, require: Any = (), min_cases: int 
       does) with codes, scales and, where the scheme has them, tensor_scale, history_out, scale_out.
     - ``gemm(a, b, recipe, **inputs)``: `a` [M, K] and `b` [K, N] codes; c, a_scales, b_scales by keyword
       where the case has them.  Returns D (f32 [M, N]) or a dict with "d".
+    - ``contract(request, **inputs)`` (the ``contract-*`` suites, docs/contract.md): `request` holds the
+      contract's document ("contract"), the pass ("pass") and, for a stochastic pass, "sr_seed"; the inputs
+      x, w, dy, bias, residual by keyword where the pass reads them.  Returns a dict of stages keyed as
+      ``lowbit contract run``'s files without ".npy" ("output", "accumulator", "x.quantized.codes", ...), or
+      a lowbit.contract.Run: "output" is required, every other stage is compared where it is given.
 
     `suites`: a suite name or names (lowbit.vectors.suites(); default every committed suite), generated at
     `seed` in memory.  The run fails when a compared case mismatches, a unit is in error, fewer than

@@ -56,5 +56,6 @@ void bind_quantize(nb::module_& m);
 void bind_gemm(nb::module_& m);
 void bind_vectors(nb::module_& m);
 void bind_contract(nb::module_& m);
+void bind_state(nb::module_& m);
 
 }  // namespace lowbit::python

@@ -14,4 +14,5 @@ NB_MODULE(_lowbit, m) {
   lowbit::python::bind_gemm(m);
   lowbit::python::bind_vectors(m);
   lowbit::python::bind_contract(m);
+  lowbit::python::bind_state(m);
 }

@@ -188,3 +188,72 @@ def test_the_gate_at_kernel_shapes_and_an_nt_layout():
         gate(subject, None, shape="5x6x7")
     with pytest.raises(ValueError, match="layout"):
         gate(subject, "gemm-f32-sequential", shape="5x6x7", layout="nx")
+
+
+class Layer:
+    """A fused layer for the contract-* suites: lowbit.contract.run on the case's request (what a kernel's
+    wrapper returns), keeping `keep` of its stages (all of them by default), with one output code flipped in the
+    cases of `flip_pass`."""
+
+    def __init__(self, keep=None, flip_pass=None, decline_pass=None):
+        self.keep, self.flip_pass, self.decline_pass, self.requests = keep, flip_pass, decline_pass, []
+
+    def contract(self, request, **inputs):
+        self.requests.append((request["pass"], tuple(sorted(inputs)), "sr_seed" in request))
+        if request["pass"] == self.decline_pass:
+            return None
+        run = lowbit.contract.run(request["contract"], pass_=request["pass"], sr_seed=request.get("sr_seed"),
+                                  **inputs)
+        stages = {k: run[k] for k in run.keys() if self.keep is None or k in self.keep}
+        if request["pass"] == self.flip_pass:
+            out = np.array(stages["output"]).view(np.uint16).copy()
+            out[0, 0] ^= 1
+            stages["output"] = out.view(stages["output"].dtype)
+        return stages
+
+
+def test_a_contract_subject_is_gated_on_every_stage_it_gives():
+    whole = Layer()
+    result = gate(whole, "contract-te-current@sm90", require="contract-*")
+    (suite,) = result.suites
+    assert result.passed and suite["compared"] == len(suite["units"]) == 9
+    # Each pass got its own inputs: fprop x, w and the bias; dgrad dy, w; wgrad dy, x; no seed (none rounds
+    # stochastically).
+    assert set(whole.requests) == {("fprop", ("bias", "w", "x"), False), ("dgrad", ("dy", "w"), False),
+                                   ("wgrad", ("dy", "x"), False)}
+    # The output alone is enough, and fewer elements are compared.
+    alone = gate(Layer(keep={"output"}), "contract-te-current@sm90")
+    assert alone.passed and 0 < alone.cases < result.cases
+    # te-nvfp4's wgrad rounds dY stochastically: its request carries the suite's seed.
+    seeded = Layer(keep={"output"})
+    assert gate(seeded, "contract-te-nvfp4@sm100").passed
+    assert ("wgrad", ("dy", "x"), True) in seeded.requests and ("fprop", ("bias", "w", "x"), False) in seeded.requests
+
+
+def test_a_contract_subject_that_differs_fails_naming_the_element():
+    result = gate(Layer(keep={"output"}, flip_pass="dgrad"), "contract-deepseek-v3@sm90", check=False)
+    assert not result.passed and result.returncode == 1
+    text = str(result)
+    assert "3 mismatching" in text
+    assert "contract-deepseek-v3@sm90 case-003 dgrad/random-16x160x24 case-003/output.npy[0, 0]: expected" in text
+
+
+def test_a_contract_subject_without_output_or_with_an_unknown_stage_is_an_error():
+    class NoOutput:
+        def contract(self, request, **inputs):
+            return {"accumulator": np.zeros((1, 1), np.float32)}
+
+    class Unknown:
+        def contract(self, request, **inputs):
+            return {"output": None, "epilogue[9].gelu": None}
+
+    text = str(gate(NoOutput(), "contract-torchao-nvfp4@sm100", check=False, max_report=1))
+    assert "KeyError: \"the result has no 'output' (it has accumulator)\"" in text and "3 in error" in text
+    text = str(gate(Unknown(), "contract-torchao-nvfp4@sm100", check=False, max_report=1))
+    assert "'epilogue[9].gelu' is not a stage of this case" in text
+    # A subject that declines a pass has those cases skipped; without the contract method every case is.
+    result = gate(Layer(decline_pass="wgrad"), "contract-te-mxfp8@sm100", check=False)
+    (suite,) = result.suites
+    assert result.passed and suite["skipped"] == 3 and suite["compared"] == 6
+    result = gate(NumpyCast(), "contract-te-mxfp8@sm100", check=False)
+    assert not result.passed and "no contract entry point" in str(result)

@@ -16,7 +16,8 @@ from lowbit import _lowbit
 PUBLIC = [lowbit.convert, lowbit.decode, lowbit.codes, lowbit.format, lowbit.formats, lowbit.profiles, lowbit.models,
           lowbit.quantize, lowbit.gemm, lowbit.testing.assert_bitexact,
           lowbit.contract.names, lowbit.contract.show, lowbit.contract.run, lowbit.contract.check,
-          lowbit.contract.assert_matches]
+          lowbit.contract.assert_matches, lowbit.state.load, lowbit.state.save, lowbit.state.step,
+          lowbit.state.compare, lowbit.state.from_grad_scaler]
 
 
 def test_stubs_are_shipped_and_name_every_function():
@@ -36,7 +37,7 @@ def test_every_public_function_has_a_docstring_with_an_example(fn):
 
 @pytest.mark.parametrize("module", ["lowbit", "lowbit._formats", "lowbit._convert", "lowbit._quantize", "lowbit._gemm",
                                     "lowbit._arrays", "lowbit.testing",
-                                    "lowbit.contract"])
+                                    "lowbit.contract", "lowbit.state"])
 def test_docstring_examples_run(module):
     mod = sys.modules[module] if module in sys.modules else __import__(module, fromlist=["_"])
     result = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE)
