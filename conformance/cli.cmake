@@ -15,6 +15,7 @@ set(_lowbit_py_tests
   cli_npy_sources  cli/test_npy_sources.py
   checkpoint_compressed_tensors  checkpoint/test_ct_checkpoints.py
   checkpoint_modelopt  checkpoint/test_modelopt_checkpoints.py
+  checkpoint_fp8_block  checkpoint/test_fp8_block_checkpoints.py
   checkpoint_export  checkpoint/test_export.py
   state_training  state/test_state.py
   cli_result_path  cli/test_result_path.py

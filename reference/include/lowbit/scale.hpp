@@ -95,6 +95,10 @@ constexpr const auto& names_of(ZeroScale) { return zero_scale_names; }
 // modelopt: the arithmetic of NVIDIA ModelOpt 0.47.0's Hugging Face export (the TensorRT-LLM checkpoint format),
 // for NVFP4 and per-tensor FP8, docs/semantics.md §4.9: scales in f32 from amax / 448 and amax / 2688, elements
 // divided by the scale (the FP8 quotient rounded to the weight's dtype, the Compute precision, first).
+// transformers: the arithmetic of Hugging Face transformers 5.24's FineGrainedFP8 quantizer (the
+// weight_scale_inv checkpoints of DeepSeek-V3 and quant_method "fp8"), for the FP8 block rows,
+// docs/semantics.md §4.11: per block s = fp32(fp32(1 / amax) * 448) (torch's scalar / tensor is a reciprocal
+// and a product), decode scale fp32(1 / s), elements fp32(x * s).
 enum class Variant : std::uint8_t {
   standard,
   fast_math,
@@ -102,7 +106,8 @@ enum class Variant : std::uint8_t {
   four_over_six_mse,
   torchao,
   compressed_tensors,
-  modelopt
+  modelopt,
+  transformers
 };
 inline constexpr Named<Variant> variant_names[] = {
     {Variant::standard, "standard", "TE's kernel"},
@@ -112,6 +117,7 @@ inline constexpr Named<Variant> variant_names[] = {
     {Variant::torchao, "torchao", "torchao 0.18's arithmetic (NVFP4 S_dec = amax / 2688; MX to_mx's NaN, Inf and smallest scale, RCEIL's CPU fallback)"},
     {Variant::compressed_tensors, "compressed-tensors", "compressed-tensors 0.20.1 (vLLM checkpoints), its CPU path"},
     {Variant::modelopt, "modelopt", "ModelOpt 0.47.0's Hugging Face export (TensorRT-LLM checkpoints)"},
+    {Variant::transformers, "transformers", "transformers 5.24's FineGrainedFP8 (weight_scale_inv checkpoints)"},
 };
 constexpr const auto& names_of(Variant) { return variant_names; }
 
@@ -263,6 +269,9 @@ inline constexpr EnumSet<Option> nvfp4_options{Option::element, Option::block,  
 // export is per-tensor).
 inline constexpr EnumSet<Variant> current_variants{Variant::standard, Variant::compressed_tensors};
 inline constexpr EnumSet<Variant> tensor_variants{Variant::standard, Variant::compressed_tensors, Variant::modelopt};
+// The block row's: TE's, compressed-tensors' and transformers' FineGrainedFP8 (its weight_scale_inv blocks).
+inline constexpr EnumSet<Variant> block_variants{Variant::standard, Variant::compressed_tensors,
+                                                 Variant::transformers};
 }  // namespace detail
 
 inline constexpr SchemeRow scheme_rows[] = {
@@ -330,7 +339,7 @@ inline constexpr SchemeRow scheme_rows[] = {
      .passes = Passes::one,
      .takes = {Option::element, Option::block, Option::scale_format, Option::amax_nan, Option::eps, Option::variant,
                Option::compute},
-     .variants = detail::current_variants,
+     .variants = detail::block_variants,
      .source = "TE Float8BlockScaling (value_for_inf FLT_MAX); DeepGEMM's ue8m0 packing"},
     {.scheme = Scheme::mx,
      .family = Family::mx,
@@ -411,7 +420,8 @@ enum class Order : std::uint8_t {
   te,       // TE: S_enc = scale_max * 6 / amax, S_dec = fp32(1 / S_enc); block scale fminf(amax * fp32(S_enc / 6))
   torchao,  // torchao: S_dec = fp32(amax / (448 * 6)); block scale clamp(fp32(fp32(amax / 6) / S_dec), 2^-6, 448)
   compressed_tensors,  // compressed-tensors: its global scale, block scale and x / (scale / global), see quantize
-  modelopt             // ModelOpt: S_dec = fp32(amax / 2688); block scale fp32(amax / fp32(6 * S_dec)) in [2^-9, 448]
+  modelopt,            // ModelOpt: S_dec = fp32(amax / 2688); block scale fp32(amax / fp32(6 * S_dec)) in [2^-9, 448]
+  transformers         // transformers' FineGrainedFP8: s = fp32(fp32(1 / amax) * 448), decode fp32(1 / s)
 };
 struct VariantRow {
   Variant variant;
@@ -474,6 +484,14 @@ inline constexpr VariantRow variant_rows[] = {
      .order = Order::modelopt,
      .scale_max = 448.0f,
      .multiplier = Multiplier::reciprocal,  // not used: its elements divide (Order::modelopt)
+     .choice = BlockChoice::map_to_6,
+     .takes_hadamard = false,
+     .takes_stochastic_rounding = false,
+     .exporter = true},
+    {.variant = Variant::transformers,
+     .order = Order::transformers,
+     .scale_max = 448.0f,
+     .multiplier = Multiplier::reciprocal,  // not used: FP8 blocks only (Order::transformers)
      .choice = BlockChoice::map_to_6,
      .takes_hadamard = false,
      .takes_stochastic_rounding = false,
