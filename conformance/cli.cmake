@@ -16,6 +16,7 @@ set(_lowbit_py_tests
   checkpoint_compressed_tensors  checkpoint/test_ct_checkpoints.py
   checkpoint_modelopt  checkpoint/test_modelopt_checkpoints.py
   checkpoint_gguf  checkpoint/test_gguf_checkpoints.py
+  checkpoint_fp8_block  checkpoint/test_fp8_block_checkpoints.py
   checkpoint_export  checkpoint/test_export.py
   state_training  state/test_state.py
   cli_result_path  cli/test_result_path.py

@@ -54,6 +54,12 @@ if(LOWBIT_PEERS_PYTHON)
   set_tests_properties(peer_gguf PROPERTIES
     LABELS "full;peers" TIMEOUT 1200
     ENVIRONMENT "LOWBIT=$<TARGET_FILE:lowbit>;LOWBIT_REQUIRE_PEERS=1;LOWBIT_CHECKPOINT_WRITE_TEST=$<TARGET_FILE:test_checkpoint_write>")
+  # transformers' FineGrainedFP8 quantizer and its loader on the same Llama (weight_scale_inv), on the CPU.
+  add_test(NAME peer_transformers_fp8
+           COMMAND ${LOWBIT_PEERS_PYTHON} -m pytest -q -p no:cacheprovider
+                   ${CMAKE_CURRENT_LIST_DIR}/checkpoint/test_fp8_block_peer.py)
+  set_tests_properties(peer_transformers_fp8 PROPERTIES
+    LABELS "full;peers" ENVIRONMENT "LOWBIT=$<TARGET_FILE:lowbit>;LOWBIT_REQUIRE_PEERS=1" TIMEOUT 600)
   # torch's GradScaler on the CPU against `lowbit state step` (conformance/state/).
   add_test(NAME peer_gradscaler
            COMMAND ${LOWBIT_PEERS_PYTHON} -m pytest -q -p no:cacheprovider

@@ -254,7 +254,7 @@ CtConfig ct_config(const std::string& dir) {
                     "'modelopt', but the directory has no hf_quant_config.json (ModelOpt's export writes both)");
   if (method != "compressed-tensors")
     throw key_error(c.path, "quantization_config.quant_method",
-                    "'" + echo_text(method, 40) + "': compressed-tensors and ModelOpt checkpoints are read");
+                    "'" + echo_text(method, 40) + "': compressed-tensors, ModelOpt and fp8 (weight_scale_inv) checkpoints are read");
   if (!q.contains("config_groups") || !q["config_groups"].is_object() || q["config_groups"].empty())
     throw key_error(c.path, "quantization_config.config_groups", "missing or empty");
   for (const auto& [name, g] : q["config_groups"].items()) c.groups.push_back(ct_weights(c.path, name, g));
@@ -619,6 +619,12 @@ CheckpointReport verify_checkpoint(const std::string& source, const std::string&
     if (!fs::exists(config, ec))
       throw io::FileError(quantized, "directory",
                           "holds neither config.json nor hf_quant_config.json: not an exporter's checkpoint");
+    {
+      const json j = read_json(config);
+      if (j.is_object() && j.contains("quantization_config") && j["quantization_config"].is_object() &&
+          j["quantization_config"].contains("quant_method") && j["quantization_config"]["quant_method"] == "fp8")
+        return verify_fp8_block(source, quantized);
+    }
     const CtConfig c = ct_config(quantized);
     const TensorSet q = read_tensor_set(quantized);
     const TensorSet src = read_tensor_set(source);

@@ -45,5 +45,7 @@ std::vector<std::string> fused_group(const std::string& m, const std::vector<std
 CheckpointReport verify_modelopt(const std::string& source, const std::string& dir, const CheckpointOptions& options);
 // The GGUF reader (checkpoint_gguf.cpp): `path` is a GGUF file.
 CheckpointReport verify_gguf(const std::string& source, const std::string& path, const CheckpointOptions& options);
+// The weight_scale_inv reader (checkpoint_fp8block.cpp): `dir`'s config.json has quant_method "fp8".
+CheckpointReport verify_fp8_block(const std::string& source, const std::string& dir);
 
 }  // namespace lowbit::checkpoint::detail

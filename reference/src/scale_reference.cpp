@@ -12,6 +12,7 @@
 #include <bit>
 #include <cfloat>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "lowbit/convert.hpp"
@@ -87,6 +88,7 @@ class Reference {
   void current();
   void current_compressed_tensors(int br, int bc);
   void current_modelopt();
+  void current_transformers(int br, int bc);
   void delayed(DelayedState& st);
   void mx();
   void mx_torchao();
@@ -164,6 +166,7 @@ void Reference::current() {
   const int bc = block_size(row.block_cols, cols(), o_.block);
   if (variant_row(o_.variant).order == Order::compressed_tensors) return current_compressed_tensors(br, bc);
   if (variant_row(o_.variant).order == Order::modelopt) return current_modelopt();
+  if (variant_row(o_.variant).order == Order::transformers) return current_transformers(br, bc);
   const bool packed = o_.scale_format == ScaleFormat::ue8m0_packed;
   q_.block_rows = br;
   q_.block_cols = bc;
@@ -232,6 +235,37 @@ void Reference::current_modelopt() {
   q_.scales.push_back(bits_of(s));
   for (int r = 0; r < rows(); ++r)
     for (int c = 0; c < cols(); ++c) set(r, c, element(in_compute(quotient(at(r, c), s), o_.compute), r, c));
+}
+
+// transformers 5.24's FineGrainedFP8 quantizer (integrations/finegrained_fp8.py, Fp8Quantize._quantize_one), the
+// writer of quant_method "fp8" checkpoints with DeepSeek-V3's weight_scale_inv: the weight as f32, per block
+// max_abs = torch.amax(|x|) (a NaN propagates), s = _FP8_MAX / max_abs where max_abs > 0, else 1 (a NaN or all-zero
+// block); torch computes a Python scalar divided by a tensor as the tensor's reciprocal times the scalar
+// (fp32(fp32(1 / max_abs) * 448)), one rounding more than TE's 448 / amax.  The stored weight_scale_inv is
+// fp32(1 / s) (a decode scale), each element clamp(fp32(x * s), -448, 448) cast to e4m3 (to nearest even).
+void Reference::current_transformers(int br, int bc) {
+  q_.block_rows = br;
+  q_.block_cols = bc;
+  q_.scale_format = &formats::f32;
+  const float fmax = elem_max();
+  for (int r0 = 0; r0 < std::max(rows(), 1); r0 += br)
+    for (int c0 = 0; c0 < std::max(cols(), 1); c0 += bc) {
+      const int r1 = std::min(rows(), r0 + br), c1 = std::min(cols(), c0 + bc);
+      float a = 0.0f;
+      for (int r = r0; r < r1; ++r)
+        for (int c = c0; c < c1; ++c) {
+          const float v = std::fabs(at(r, c));
+          a = std::isnan(v) || std::isnan(a) ? std::numeric_limits<float>::quiet_NaN() : std::fmax(a, v);
+        }
+      const float recip = 1.0f / a;
+      const float s = a > 0.0f ? recip * fmax : 1.0f;
+      q_.scales.push_back(bits_of(1.0f / s));
+      for (int r = r0; r < r1; ++r)
+        for (int c = c0; c < c1; ++c) {
+          const float v = at(r, c) * s;
+          set(r, c, element(std::isnan(v) ? v : std::clamp(v, -fmax, fmax), r, c));
+        }
+    }
 }
 
 // TE delayed scaling (delayed_scaling.cu): the elements take the state's scale s (fp32(x * s), decode scale
@@ -305,19 +339,24 @@ void Reference::mx_torchao() {
     for (int c0 = 0; c0 < cols(); c0 += o_.block) {
       const int c1 = std::min(cols(), c0 + o_.block);
       float a = 0.0f;  // torch.amax(|x|): the first NaN is the amax
-      for (int c = c0; c < c1 && !std::isnan(a); ++c) a = std::isnan(at(r, c)) ? std::fabs(at(r, c)) : std::fmax(a, std::fabs(at(r, c)));
+      for (int c = c0; c < c1 && !std::isnan(a); ++c)
+        a = std::isnan(at(r, c)) ? std::fabs(at(r, c)) : std::fmax(a, std::fabs(at(r, c)));
       if (o_.mx_rule == MxRule::rceil) {
         const float descale = a / elem_max();
         const std::uint64_t e =
             std::isnan(a) ? 0xFF : rules::mx_scale_torchao(a, emax, elem_max(), el_.mantissa_bits, MxRule::rceil);
         q_.scales.push_back(e);
-        const float mult = e == 0xFF ? descale : e == 254 ? 0x1p-127f : e == 0 ? 1.0f : std::ldexp(1.0f, 127 - static_cast<int>(e));
+        const float mult = e == 0xFF  ? descale
+                           : e == 254 ? 0x1p-127f
+                           : e == 0   ? 1.0f
+                                      : std::ldexp(1.0f, 127 - static_cast<int>(e));
         // torch's x * NaN is the multiplier's NaN even where x is a NaN too (a NaN element of a NaN block
         // comes out positive, as the descale of |x|'s amax is): product().
         for (int c = c0; c < c1; ++c) set(r, c, element(product(at(r, c), mult), r, c));
         continue;
       }
-      const std::uint64_t e = std::isnan(a) ? 0xFF : rules::mx_scale_torchao(a, emax, elem_max(), el_.mantissa_bits, o_.mx_rule);
+      const std::uint64_t e =
+          std::isnan(a) ? 0xFF : rules::mx_scale_torchao(a, emax, elem_max(), el_.mantissa_bits, o_.mx_rule);
       q_.scales.push_back(e);
       const int shift = e == 0 ? -126 : static_cast<int>(e) - 127;  // the divisor 2^shift (e < 0xFF)
       for (int c = c0; c < c1; ++c) {

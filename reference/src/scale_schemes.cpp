@@ -216,6 +216,8 @@ class Resolver {
     }
     if (v.order == Order::modelopt && row_.family == Family::nvfp4 && o_.compute != Compute::f32)
       return refuse(Option::compute, "ModelOpt's NVFP4 computes in f32 whatever the weight's dtype");
+    if (v.order == Order::transformers && o_.compute != Compute::f32)
+      return refuse(Option::compute, "transformers' FineGrainedFP8 computes in f32 whatever the weight's dtype");
     return std::nullopt;
   }
 

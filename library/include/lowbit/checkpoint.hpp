@@ -55,12 +55,15 @@ TensorReport verify_tensor(const io::Safetensors& source, const io::Safetensors&
 // and write it.  modelopt: a directory with hf_quant_config.json (quant_algo FP8 or NVFP4), as NVIDIA ModelOpt
 // 0.47.0's export_hf_checkpoint writes it for TensorRT-LLM.  gguf: one GGUF file (ggml's container, as
 // llama.cpp loads it) whose MXFP4 tensors are checked as gguf-py 0.19.0 quantizes them.
-enum class CheckpointFormat : std::uint8_t { lowbit, compressed_tensors, modelopt, gguf };
+// fp8_block: a directory whose config.json has quant_method "fp8", F8_E4M3 weights with F32 weight_scale_inv per
+// block, as DeepSeek-V3 publishes them and Hugging Face transformers 5.24's FineGrainedFP8 writes them.
+enum class CheckpointFormat : std::uint8_t { lowbit, compressed_tensors, modelopt, gguf, fp8_block };
 inline constexpr Named<CheckpointFormat> checkpoint_format_names[] = {
     {CheckpointFormat::lowbit, "lowbit", "W.data, W.block_scales, W.quantization_format"},
     {CheckpointFormat::compressed_tensors, "compressed-tensors", "config.json quantization_config (vLLM)"},
     {CheckpointFormat::modelopt, "modelopt", "hf_quant_config.json (ModelOpt's export, TensorRT-LLM)"},
     {CheckpointFormat::gguf, "gguf", "a .gguf file's MXFP4 tensors (gguf-py, llama.cpp)"},
+    {CheckpointFormat::fp8_block, "fp8-block", "config.json quant_method fp8, weight_scale_inv blocks (DeepSeek-V3)"},
 };
 constexpr const auto& names_of(CheckpointFormat) { return checkpoint_format_names; }
 

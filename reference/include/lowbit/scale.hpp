@@ -99,6 +99,10 @@ constexpr const auto& names_of(ZeroScale) { return zero_scale_names; }
 // GGUF files hold), for the MX row with e2m1 elements in blocks of 32, docs/semantics.md §4.11: the e8m0 code
 // floor(f32 log2(amax)) - 2 + 127 cast to uint8 (wrapping below 0; 0 for a zero, NaN or infinite amax), each
 // element the first kvalue of least f32 |d * k - x|, d half the scale (ties toward zero, a zero +0).
+// transformers: the arithmetic of Hugging Face transformers 5.24's FineGrainedFP8 quantizer (the
+// weight_scale_inv checkpoints of DeepSeek-V3 and quant_method "fp8"), for the FP8 block rows,
+// docs/semantics.md §4.12: per block s = fp32(fp32(1 / amax) * 448) (torch's scalar / tensor is a reciprocal
+// and a product), decode scale fp32(1 / s), elements fp32(x * s).
 enum class Variant : std::uint8_t {
   standard,
   fast_math,
@@ -107,7 +111,8 @@ enum class Variant : std::uint8_t {
   torchao,
   compressed_tensors,
   modelopt,
-  gguf
+  gguf,
+  transformers
 };
 inline constexpr Named<Variant> variant_names[] = {
     {Variant::standard, "standard", "TE's kernel"},
@@ -120,6 +125,7 @@ inline constexpr Named<Variant> variant_names[] = {
     {Variant::compressed_tensors, "compressed-tensors", "compressed-tensors 0.20.1 (vLLM checkpoints), its CPU path"},
     {Variant::modelopt, "modelopt", "ModelOpt 0.47.0's Hugging Face export (TensorRT-LLM checkpoints)"},
     {Variant::gguf, "gguf", "gguf-py 0.19.0's MXFP4 quantizer (GGUF files, llama.cpp)"},
+    {Variant::transformers, "transformers", "transformers 5.24's FineGrainedFP8 (weight_scale_inv checkpoints)"},
 };
 constexpr const auto& names_of(Variant) { return variant_names; }
 
@@ -275,6 +281,9 @@ inline constexpr EnumSet<Variant> tensor_variants{Variant::standard, Variant::co
 inline constexpr EnumSet<Variant> nvfp4_variants{
     Variant::standard, Variant::fast_math,          Variant::four_over_six, Variant::four_over_six_mse,
     Variant::torchao,  Variant::compressed_tensors, Variant::modelopt};
+// The block row's: TE's, compressed-tensors' and transformers' FineGrainedFP8 (its weight_scale_inv blocks).
+inline constexpr EnumSet<Variant> block_variants{Variant::standard, Variant::compressed_tensors,
+                                                 Variant::transformers};
 }  // namespace detail
 
 inline constexpr SchemeRow scheme_rows[] = {
@@ -342,7 +351,7 @@ inline constexpr SchemeRow scheme_rows[] = {
      .passes = Passes::one,
      .takes = {Option::element, Option::block, Option::scale_format, Option::amax_nan, Option::eps, Option::variant,
                Option::compute},
-     .variants = detail::current_variants,
+     .variants = detail::block_variants,
      .source = "TE Float8BlockScaling (value_for_inf FLT_MAX); DeepGEMM's ue8m0 packing"},
     {.scheme = Scheme::mx,
      .family = Family::mx,
@@ -425,7 +434,8 @@ enum class Order : std::uint8_t {
   torchao,  // torchao: S_dec = fp32(amax / (448 * 6)); block scale clamp(fp32(fp32(amax / 6) / S_dec), 2^-6, 448)
   compressed_tensors,  // compressed-tensors: its global scale, block scale and x / (scale / global), see quantize
   modelopt,            // ModelOpt: S_dec = fp32(amax / 2688); block scale fp32(amax / fp32(6 * S_dec)) in [2^-9, 448]
-  gguf                 // gguf-py's MXFP4: the e8m0 code from numpy's f32 log2, each element an argmin (MX only)
+  gguf,                // gguf-py's MXFP4: the e8m0 code from numpy's f32 log2, each element an argmin (MX only)
+  transformers         // transformers' FineGrainedFP8: s = fp32(fp32(1 / amax) * 448), decode fp32(1 / s)
 };
 struct VariantRow {
   Variant variant;
@@ -496,6 +506,14 @@ inline constexpr VariantRow variant_rows[] = {
      .order = Order::gguf,
      .scale_max = 448.0f,                   // not used: an MX scale
      .multiplier = Multiplier::reciprocal,  // not used: its elements are an argmin (Order::gguf)
+     .choice = BlockChoice::map_to_6,
+     .takes_hadamard = false,
+     .takes_stochastic_rounding = false,
+     .exporter = true},
+    {.variant = Variant::transformers,
+     .order = Order::transformers,
+     .scale_max = 448.0f,
+     .multiplier = Multiplier::reciprocal,  // not used: FP8 blocks only (Order::transformers)
      .choice = BlockChoice::map_to_6,
      .takes_hadamard = false,
      .takes_stochastic_rounding = false,
