@@ -138,6 +138,71 @@ Matrix transposed(const Matrix& m) {
   return t;
 }
 
+// The layout of an operand quantized with `q` at rows x cols: the quantizer's own result for zeros, whose
+// block shape, scale format and scale count are those of any tensor of that shape.
+S::Quantized layout_of(const Quantization& q, int rows, int cols) {
+  const S::Tensor zeros{rows, cols, std::vector<float>(static_cast<std::size_t>(rows) * cols)};
+  return S::quantize(zeros, q.options);
+}
+
+std::string stored_key(Operand t, StoredPart part) { return std::string(name(t)) + "." + name(part); }
+
+// An operand stored already quantized, from its parts: each present exactly when the scheme has it, of its
+// format, the scales of the shape the codes' blocks make, every code one of the element's.
+S::Quantized stored_operand(const Quantization& q, Operand t, const Inputs& in) {
+  const auto part = [&](StoredPart p) -> const Array* {
+    const auto it = in.stored.find(stored_key(t, p));
+    return it == in.stored.end() ? nullptr : &it->second;
+  };
+  for (StoredPart p : all<StoredPart>()) {
+    const Format* want = stored_part_format(q, p);
+    const Array* a = part(p);
+    const std::string key = stored_key(t, p);
+    if (want && !a) throw ArgumentError(key, std::string(name(t)) + " is stored quantized: " + key + " is missing");
+    if (!want && a)
+      throw ArgumentError(key, std::string("the ") + name(q.options.scheme) + " scheme stores no " + name(p));
+    if (a && !same_format(*a->format, *want))
+      throw ArgumentError(key, std::string("holds ") + a->format->name + " codes; expected " + want->name);
+  }
+  const Array& codes = *part(StoredPart::codes);
+  if (codes.shape.size() != 2 || codes.shape[0] < 1 || codes.shape[1] < 1)
+    throw ArgumentError(stored_key(t, StoredPart::codes), "expected a 2-D array with no empty dimension");
+  if (codes.shape[0] > (1u << 20) || codes.shape[1] > (1u << 20))
+    throw ArgumentError(stored_key(t, StoredPart::codes), "a dimension over 2^20");
+  const Format& element = *q.options.element;
+  const std::uint64_t code_limit = std::uint64_t{1} << element.bits;
+  for (std::size_t i = 0; i < codes.codes.size(); ++i)
+    if (codes.codes[i] >= code_limit)
+      throw ArgumentError(stored_key(t, StoredPart::codes),
+                          "element " + std::to_string(i) + " (row-major) is " + std::to_string(codes.codes[i]) +
+                              ", not a code of " + element.name + " (" + std::to_string(element.bits) + " bits)");
+  S::Quantized out = layout_of(q, static_cast<int>(codes.shape[0]), static_cast<int>(codes.shape[1]));
+  const Array& scales = *part(StoredPart::scales);
+  const std::vector<std::uint64_t> want_shape{static_cast<std::uint64_t>(out.scale_rows()),
+                                              static_cast<std::uint64_t>(out.scale_cols())};
+  if (scales.shape != want_shape)
+    throw ArgumentError(stored_key(t, StoredPart::scales),
+                        "has shape " + shape_text(scales.shape) + "; codes of " + shape_text(codes.shape) +
+                            " in blocks of " + std::to_string(out.block_rows) + "x" + std::to_string(out.block_cols) +
+                            " have " + shape_text(want_shape) + " scales");
+  // NVFP4's block scales are positive e4m3 values (the MMA reads them as ue4m3): a sign bit is no scale.
+  if (same_format(*out.scale_format, formats::e4m3))
+    for (std::size_t i = 0; i < scales.codes.size(); ++i)
+      if (scales.codes[i] & 0x80u)
+        throw ArgumentError(stored_key(t, StoredPart::scales),
+                            "element " + std::to_string(i) + " (row-major) is a negative e4m3 scale (" +
+                                hex(scales.codes[i], 2) + ")");
+  for (std::size_t i = 0; i < codes.codes.size(); ++i) out.codes[i] = static_cast<std::uint8_t>(codes.codes[i]);
+  out.scales = scales.codes;
+  if (const Array* ts = part(StoredPart::tensor_scale)) {
+    if (ts->shape != std::vector<std::uint64_t>{1})
+      throw ArgumentError(stored_key(t, StoredPart::tensor_scale),
+                          "has shape " + shape_text(ts->shape) + "; expected [1]");
+    out.tensor_scale = static_cast<std::uint32_t>(ts->codes[0]);
+  }
+  return out;
+}
+
 struct QuantizedOperand {
   Matrix codes;                   // rows along K
   std::optional<S::Quantized> q;  // the quantizer's result
@@ -149,6 +214,20 @@ QuantizedOperand quantize_operand(const Quantization& qz, const Array& a, Form f
   out.info = layout::scale_info(qz);
   if (!qz.recipe) {
     out.codes = codes_along_k(a, form);
+    return out;
+  }
+  if (qz.stored) {
+    // The stored codes and scales, unchanged; a transposed form has one scale per tensor (parse checked it).
+    S::Quantized q = stored_operand(qz, t, in);
+    if (form == Form::transposed) {
+      const Matrix m = transposed(Matrix{q.element, q.rows, q.cols, {q.codes.begin(), q.codes.end()}});
+      q.rows = m.rows;
+      q.cols = m.cols;
+      std::swap(q.block_rows, q.block_cols);
+      q.codes.assign(m.codes.begin(), m.codes.end());
+    }
+    out.codes = Matrix{q.element, q.rows, q.cols, {q.codes.begin(), q.codes.end()}};
+    out.q = std::move(q);
     return out;
   }
   const S::Tensor x = along_k(a, form);
@@ -338,16 +417,80 @@ void apply(const Step& s, std::size_t index, const EpilogueScales& scales, const
                       f32_array(d, y)});
 }
 
+// The inputs with each stored operand's codes in its tensor's place (so that the shapes are checked as any
+// tensor's), and every stored part known.
+Inputs with_stored_codes(const Contract& c, const Inputs& in) {
+  Inputs r = in;
+  for (const auto& [key, array] : in.stored) {
+    bool known = false;
+    for (Operand t : all<Operand>())
+      for (StoredPart p : all<StoredPart>()) known = known || (key == stored_key(t, p) && c.stored_of(t));
+    if (!known)
+      throw ArgumentError(key, "no such stored part (the contract stores quantized: " + [&] {
+        std::string s;
+        for (Operand t : all<Operand>())
+          if (c.stored_of(t)) s += (s.empty() ? "" : ", ") + std::string(name(t));
+        return s.empty() ? std::string("none") : s;
+      }() + ")");
+  }
+  for (Operand t : all<Operand>()) {
+    if (!c.stored_of(t)) continue;
+    std::optional<Array>& slot = t == Operand::x ? r.x : t == Operand::w ? r.w : r.dy;
+    if (slot)
+      throw ArgumentError(name(t), std::string(name(t)) + " is stored quantized (storage." + name(t) + "): give " +
+                                       stored_key(t, StoredPart::codes) + " and " +
+                                       stored_key(t, StoredPart::scales) + " instead");
+    const auto it = in.stored.find(stored_key(t, StoredPart::codes));
+    if (it != in.stored.end()) slot = it->second;
+  }
+  return r;
+}
+
 }  // namespace
 
-RunResult run(const Contract& c, Pass pass, const Inputs& in) {
+const Format* stored_part_format(const Quantization& q, StoredPart part) {
+  switch (part) {
+    case StoredPart::codes: return q.options.element;
+    case StoredPart::scales: return layout_of(q, 1, 1).scale_format;
+    case StoredPart::tensor_scale: return layout::scale_info(q).tensor_scale ? &formats::f32 : nullptr;
+  }
+  return nullptr;
+}
+
+std::map<std::string, Array> store(const Contract& c, Operand t, const Array& values) {
+  const auto& q = c.stored_of(t);
+  if (!q) throw ArgumentError(name(t), std::string(name(t)) + " is not stored quantized");
+  if (values.shape.size() != 2 || values.shape[0] < 1 || values.shape[1] < 1)
+    throw ArgumentError(name(t), "expected a 2-D array with no empty dimension");
+  const S::Quantized r = S::quantize(along_k(values, Form::as_stored), q->options);
+  std::map<std::string, Array> parts;
+  parts[stored_key(t, StoredPart::codes)] = {
+      r.element, {static_cast<std::uint64_t>(r.rows), static_cast<std::uint64_t>(r.cols)}, {r.codes.begin(), r.codes.end()}};
+  parts[stored_key(t, StoredPart::scales)] = {
+      r.scale_format,
+      {static_cast<std::uint64_t>(r.scale_rows()), static_cast<std::uint64_t>(r.scale_cols())},
+      r.scales};
+  if (r.tensor_scale) parts[stored_key(t, StoredPart::tensor_scale)] = {&formats::f32, {1}, {*r.tensor_scale}};
+  return parts;
+}
+
+RunResult run(const Contract& c, Pass pass, const Inputs& given) {
   const PassContract* p = c.find(pass);
   if (!p) {
     std::string defined;
     for (const PassContract& pc : c.passes) defined += (defined.empty() ? "" : ", ") + std::string(name(pc.pass));
     throw ArgumentError("pass", c.name + " defines no " + name(pass) + " (it defines " + defined + ")");
   }
-  const Dims d = check_inputs(c, *p, in);
+  const Inputs in = with_stored_codes(c, given);
+  Dims d;
+  try {
+    d = check_inputs(c, *p, in);
+  } catch (const ArgumentError& e) {
+    // A stored operand's shape is its codes'.
+    for (Operand t : all<Operand>())
+      if (c.stored_of(t) && e.argument == name(t)) throw ArgumentError(stored_key(t, StoredPart::codes), e.what());
+    throw;
+  }
   check_step_inputs(*p, in, d);
   const PassOperands ops = operands_of(pass);
   RunResult r;

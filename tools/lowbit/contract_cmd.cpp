@@ -30,6 +30,8 @@ namespace K = contract;
 
 struct ContractOptions {
   std::string contract, show, pass = "fprop", x, w, dy, bias, residual, out, inputs, results, plugin;
+  // The parts of operands stored already quantized, by input name ("w.codes"): --w-codes, ...
+  std::map<std::string, std::string> stored;
   long long sr_seed = -1;
   double timeout = 60;
   bool json = false, in_process = false;
@@ -114,6 +116,35 @@ K::Array read_input(const std::string& path, const std::string& option, std::siz
   return {f, t.shape, codes_of(t)};
 }
 
+// The option of an input the engine names: "w.codes" is --w-codes, "sr_seed" --sr-seed.
+std::string option_of(const std::string& argument) {
+  std::string s = "--";
+  for (char ch : argument) s += ch == '_' || ch == '.' ? '-' : ch;
+  return s;
+}
+
+// One part of an operand stored already quantized: u8 codes of its element, its scales as `contract run`
+// writes them (f32 '<f4', or e8m0 / e4m3 codes as u8), the tensor scale '<f4'.  A part the contract does
+// not store is read as its dtype says, for the engine to refuse by name.
+K::Array read_stored(const K::Contract& c, const std::string& key, const std::string& path) {
+  const std::string option = option_of(key);
+  io::NpyArray t;
+  try {
+    t = io::read_npy(path);
+  } catch (const io::FileError& e) { throw InputError(option + ": " + e.what()); }
+  const Format* want = nullptr;
+  for (K::Operand op : all<K::Operand>())
+    for (K::StoredPart part : all<K::StoredPart>())
+      if (c.stored_of(op) && key == std::string(name(op)) + "." + name(part))
+        want = K::stored_part_format(*c.stored_of(op), part);
+  if (!want) want = t.dtype == io::DType::f32 ? &formats::f32 : &formats::e4m3;
+  if (t.dtype != dtype_of(*want))
+    throw InputError(option + ": '" + echo_text(path) + "' holds '" +
+                     std::string(io::npy_descr(t.dtype).value_or("?")) + "'; " + want->name + " codes are stored as '" +
+                     std::string(io::npy_descr(dtype_of(*want)).value_or("?")) + "'");
+  return {want, t.shape, codes_of(t)};
+}
+
 void run_list() {
   std::string s;
   for (const K::NamedContract& c : K::named()) s += std::string(c.name) + "\t" + c.description + "\n";
@@ -127,7 +158,8 @@ void run_show(const ContractOptions& o) {
   if (!c.source.empty()) s += "source: " + c.source + "\n";
   s += std::string("hardware: ") + name(c.hardware) + "\n";
   s += "storage:";
-  for (K::Operand t : all<K::Operand>()) s += std::string(" ") + name(t) + " " + c.storage_of(t).name;
+  for (K::Operand t : all<K::Operand>())
+    s += std::string(" ") + name(t) + " " + (c.stored_of(t) ? "quantized " : "") + c.storage_of(t).name;
   s += "\n";
   for (const K::PassContract& p : c.passes) {
     const K::PassOperands ops = K::operands_of(p.pass);
@@ -136,6 +168,11 @@ void run_show(const ContractOptions& o) {
       s += std::string("  ") + name(t) + ": ";
       if (!q->recipe) {
         s += std::string("not quantized (") + c.storage_of(t).name + ")\n";
+        continue;
+      }
+      if (q->stored) {
+        s += std::string("stored quantized (") + name(q->options.scheme) + " " + q->options.element->name +
+             "), its codes and scales unchanged\n";
         continue;
       }
       s += std::string(name(q->options.scheme)) + " " + q->options.element->name + " (" +
@@ -165,12 +202,17 @@ void run_run(const ContractOptions& o) {
     read.push_back(*path);
     paths[key] = *path;
   }
+  for (const auto& [key, path] : o.stored) {
+    if (path.empty()) continue;
+    in.stored[key] = read_stored(c, key, path);
+    read.push_back(path);
+  }
   if (o.sr_seed >= 0) in.sr_seed = static_cast<std::uint64_t>(o.sr_seed);
   K::RunResult r;
   try {
     r = K::run(c, *pass, in);
   } catch (const ArgumentError& e) {
-    throw InputError(flag_of(e.argument == "pass" ? "pass" : e.argument) + ": " + e.what());
+    throw InputError(option_of(e.argument) + ": " + e.what());
   }
   json manifest;
   manifest["lowbit_contract_run"] = 1;
@@ -199,6 +241,12 @@ void run_run(const ContractOptions& o) {
                                     {"format", (*slot)->format->name},
                                     {"shape", (*slot)->shape},
                                     {"sha256", sum}});
+    }
+    for (const auto& [key, array] : in.stored) {
+      const std::string file = "inputs/" + key + ".npy";
+      const std::string sum = add(file, npy_bytes(array));
+      manifest["inputs"].push_back(
+          {{"name", key}, {"path", file}, {"format", array.format->name}, {"shape", array.shape}, {"sha256", sum}});
     }
     for (const K::Stage& s : r.stages) {
       const std::string sum = add(s.file(), npy_bytes(s.array));
@@ -459,6 +507,13 @@ void add_contract(CLI::App& app) {
   run->add_option("--x", o->x, "X [M, K] .npy (f32, f16, or bf16 bits as uint16)");
   run->add_option("--w", o->w, "W [N, K] .npy");
   run->add_option("--dy", o->dy, "dY [M, N] .npy");
+  for (K::Operand t : all<K::Operand>())
+    for (K::StoredPart part : all<K::StoredPart>()) {
+      const std::string key = std::string(name(t)) + "." + name(part);
+      run->add_option(option_of(key), o->stored[key],
+                      std::string("An operand stored quantized (storage.") + name(t) + ".quantized): " +
+                          row_of(part)->help);
+    }
   run->add_option("--bias", o->bias, "the bias step's vector .npy");
   run->add_option("--residual", o->residual, "the residual step's [rows, cols] .npy");
   run->add_option("--sr-seed", o->sr_seed, "Seed of a stochastic rounding's random bits (Philox)")

@@ -18,6 +18,7 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -110,9 +111,12 @@ struct Step {
 };
 
 // One operand's quantization: a recipe (nullopt: the operand enters the GEMM in its storage format).
+// `stored`: the recipe is the operand's storage (storage.<t>.quantized): its codes and scales are inputs
+// and enter the GEMM unchanged; nothing is quantized.
 struct Quantization {
   std::optional<Recipe> recipe;
   scale::Options options;  // resolved from the recipe (and "eps")
+  bool stored = false;
 };
 
 struct PassContract {
@@ -127,11 +131,15 @@ struct Contract {
   std::string description;
   std::string source;
   Hardware hardware = Hardware::unverified;
-  const Format* storage[3] = {&formats::f32, &formats::f32, &formats::f32};  // by Operand: f32, bf16 or f16
+  // By Operand: f32, bf16 or f16; for an operand stored already quantized, its element format.
+  const Format* storage[3] = {&formats::f32, &formats::f32, &formats::f32};
+  // By Operand: the scheme an operand stored already quantized was quantized with (storage.<t>.quantized).
+  std::optional<Quantization> stored[3];
   std::vector<PassContract> passes;
   nlohmann::ordered_json document;  // as loaded
 
   const Format& storage_of(Operand t) const { return *storage[static_cast<int>(t)]; }
+  const std::optional<Quantization>& stored_of(Operand t) const { return stored[static_cast<int>(t)]; }
   const PassContract* find(Pass p) const;
 };
 
@@ -156,9 +164,23 @@ struct Array {
   std::vector<std::uint64_t> codes;
 };
 
+// The parts of an operand stored already quantized, as inputs are named ("w.codes", "w.scales",
+// "w.tensor_scale"), and the formats they hold.
+enum class StoredPart : std::uint8_t { codes, scales, tensor_scale };
+inline constexpr Named<StoredPart> stored_part_names[] = {
+    {StoredPart::codes, "codes", "the element codes, one per byte, [rows, cols] as the tensor is stored"},
+    {StoredPart::scales, "scales", "the decode scales in block order: f32, or e8m0 / ue4m3 codes"},
+    {StoredPart::tensor_scale, "tensor_scale", "NVFP4's f32 tensor decode scale S_dec, [1]"},
+};
+constexpr const auto& names_of(StoredPart) { return stored_part_names; }
+// The format of one part (nullptr: the scheme has no such part, e.g. a tensor scale outside NVFP4).
+const Format* stored_part_format(const Quantization& q, StoredPart part);
+
 // The inputs of one run: codes of each tensor's storage format (bias and residual of their step's format).
 struct Inputs {
   std::optional<Array> x, w, dy, bias, residual;
+  // The parts of each operand stored already quantized, keyed "<operand>.<part>" ("w.codes").
+  std::map<std::string, Array> stored;
   // The seed of the random bits of a stochastic rounding (philox::sr_bits over each quantized operand's
   // elements, row-major in the form it is quantized in); required when a recipe rounds stochastically.
   std::optional<std::uint64_t> sr_seed;
@@ -182,6 +204,11 @@ struct RunResult {
 // "residual", "pass") for a missing input the pass needs, an input of another format than its storage, or
 // mismatched shapes.
 RunResult run(const Contract& c, Pass pass, const Inputs& in);
+
+// An operand stored already quantized, made from its values (codes of a storage format: f32, bf16 or f16)
+// by the storage's own scheme (scale::quantize), as the parts a run reads ("w.codes", ...): what a
+// checkpoint's exporter would have written.  Throws ArgumentError naming the operand.
+std::map<std::string, Array> store(const Contract& c, Operand t, const Array& values);
 
 }  // namespace lowbit::contract
 
