@@ -16,6 +16,12 @@
 //    (Figure 6); the wgrad GEMM is DeepGEMM's 1d1d kernel (impls/sm90_fp8_gemm_1d1d.cuh: both operands
 //    per 1x128 along the token dimension, the row of procedure hopper-fp8-blockscaled-1d1d); its quantizer
 //    (tests/test_core.py, per_token_cast_to_fp8): amax clamped at 1e-4, elements x * fp32(448 / amax).
+//  * vLLM, vllm/model_executor/layers/quantization/modelopt.py, ModelOptNvFp4LinearMethod: a ModelOpt NVFP4
+//    checkpoint's weight is read as stored (packed e2m1 codes, weight_scale e4m3 per 1x16, weight_scale_2 the
+//    f32 tensor decode scale); the activation is quantized on the fly by scaled_fp4_quant (1x16, e4m3 block
+//    scales, the tensor scale 1 / input_scale); cutlass_scaled_fp4_mm multiplies by alpha = input_scale *
+//    weight_scale_2 (process_weights_after_loading) and writes the output dtype; a bias is added afterwards
+//    by torch on that output (`out + bias`, a bf16 addition outside the kernel, so not a step here).
 //  * torchao prototype/mx_formats: MX blocks of 32 with the FLOOR scale rule and e4m3 elements by default;
 //    single-level NVFP4 (an e4m3 scale per 16, no tensor scale).
 #include "lowbit/contract.hpp"
@@ -25,6 +31,23 @@ namespace lowbit::contract {
 namespace {
 
 // clang-format off
+constexpr const char* vllm_modelopt_nvfp4_sm100 = R"json({
+  "lowbit_contract": 1,
+  "name": "vllm-modelopt-nvfp4@sm100",
+  "description": "vLLM serving a ModelOpt NVFP4 (W4A4) checkpoint on Blackwell: W stored as NVFP4, X quantized on the fly",
+  "source": "vLLM modelopt.py ModelOptNvFp4LinearMethod (scaled_fp4_quant, cutlass_scaled_fp4_mm, alpha = input_scale * weight_scale_2); tcgen05.mma kind::mxf4nvf4",
+  "hardware": "unverified",
+  "storage": {"x": "bf16", "w": {"quantized": {"quantization_format": "nvfp4"}}},
+  "passes": {
+    "fprop": {
+      "x": {"quantize": {"quantization_format": "nvfp4"}},
+      "w": {"quantize": null},
+      "procedure": "blackwell-mxf4nvf4",
+      "epilogue": [{"step": "dequantize"}, {"step": "cast", "format": "bf16"}]
+    }
+  }
+})json";
+
 constexpr const char* te_current_sm90 = R"json({
   "lowbit_contract": 1,
   "name": "te-current@sm90",
@@ -235,6 +258,10 @@ constexpr NamedContract table[] = {
     {"torchao-nvfp4@sm100",
      "torchao single-level NVFP4 linear on Blackwell, unverified on hardware (torchao nvfp4_tensor)",
      torchao_nvfp4_sm100},
+    {"vllm-modelopt-nvfp4@sm100",
+     "vLLM serving a ModelOpt NVFP4 checkpoint (W stored as NVFP4 codes and scales, X quantized per 1x16) on "
+     "Blackwell, unverified on hardware (vLLM modelopt.py ModelOptNvFp4LinearMethod)",
+     vllm_modelopt_nvfp4_sm100},
 };
 
 }  // namespace

@@ -281,6 +281,11 @@ int contract(const char* request_json, const lowbit_array* in, uint32_t n_in, lo
       K::Array a{f, std::vector<std::uint64_t>(in[i].shape, in[i].shape + in[i].rank), {}};
       for (std::uint64_t j = 0; j < in[i].count; ++j) a.codes.push_back(load(in[i].data, j, in[i].element_bytes));
       const std::string name = in[i].name;
+      // The parts of an operand stored already quantized ("w.codes", "w.scales", "w.tensor_scale").
+      if (name.find('.') != std::string::npos) {
+        inputs.stored[name] = std::move(a);
+        continue;
+      }
       auto& slot = name == "x"      ? inputs.x
                    : name == "w"    ? inputs.w
                    : name == "dy"   ? inputs.dy
