@@ -45,7 +45,19 @@ def make_run(tmp_path, name, pass_name, seed=1):
         np.save(files[t], bf16_bits(rng.standard_normal(shape)))
     spec = json.loads(run(["contract", "show", name, "--json"])[1])["passes"][pass_name]
     args = ["contract", "run", "--contract", name, "--pass", pass_name, "--sr-seed", seed, "--out", tmp_path / "run"]
+    storage = json.loads(run(["contract", "show", name, "--json"])[1])["storage"]
     for t in READS[pass_name] + (("bias",) if any(s["step"] == "bias" for s in spec["epilogue"]) else ()):
+        if isinstance(storage.get(t), dict):
+            # Stored already quantized: its parts from `lowbit quantize` with the storage's scheme (every
+            # named storage recipe is a scheme alone).
+            q = tmp_path / f"stored-{t}"
+            rc, _, err = run(["quantize", "--in", files[t], "--in-format", "bf16", "--scheme",
+                              storage[t]["quantized"]["quantization_format"], "--out", q])
+            assert rc == 0, err
+            for part in ("codes", "scales", "tensor_scale"):
+                if (q / f"{part}.npy").exists():
+                    args += [f"--{t}-{part.replace('_', '-')}", q / f"{part}.npy"]
+            continue
         args += [f"--{t}", files[t]]
     rc, _, err = run(args)
     assert rc == 0, err
