@@ -152,14 +152,17 @@ def _input(value: Any, argument: str):
 
 
 def run(contract: Any, *, x: Any = None, w: Any = None, dy: Any = None, bias: Any = None, residual: Any = None,
-        pass_: str = "fprop", sr_seed: Optional[int] = None) -> Run:
+        stored: Optional[Mapping[str, Any]] = None, pass_: str = "fprop", sr_seed: Optional[int] = None) -> Run:
     """Every stage of one pass of `contract`, as ``lowbit contract run --contract C --pass PASS --x X.npy ...``
     computes them (the same library code, the same bytes).
 
     `x` is [M, K] activations, `w` [N, K] weights, `dy` [M, N] the output gradient, each in the contract's
     storage format (float32, float16, or ml_dtypes.bfloat16 / bf16 bit patterns as uint16); `bias` and
     `residual` in their epilogue steps' formats.  fprop reads x and w, dgrad dy and w, wgrad dy and x.
-    `sr_seed` seeds a stochastic rounding's random bits (``--sr-seed``).  A missing input the pass needs, an
+    An operand the contract stores already quantized (``storage.w.quantized``) is given by its parts in
+    `stored`, keyed as ``contract run``'s inputs: ``{"w.codes": ..., "w.scales": ..., "w.tensor_scale": ...}``
+    (``--w-codes`` ...); unsigned integer arrays are read as the codes of the part's format (the element, or
+    e8m0 / e4m3 scales).  `sr_seed` seeds a stochastic rounding's random bits (``--sr-seed``).  A missing input the pass needs, an
     input the pass does not read, another format than the storage or mismatched shapes are a ValueError naming
     the argument.
 
@@ -181,8 +184,18 @@ def run(contract: Any, *, x: Any = None, w: Any = None, dy: Any = None, bias: An
         raise ValueError(f"sr_seed: {sr_seed!r} is not a non-negative 63-bit integer")
     label, text = _load(contract)
     inputs = {k: _input(v, k) for k, v in (("x", x), ("w", w), ("dy", dy), ("bias", bias), ("residual", residual))}
+    parts = {}
+    if stored:
+        formats = dict(_lowbit.contract_stored_parts(label, text))
+        for key, value in stored.items():
+            if key not in formats:
+                raise ValueError(f"stored: {key!r} is not a stored part of this contract "
+                                 f"({', '.join(formats) or 'it stores no operand quantized'})")
+            fmt = formats[key] if isinstance(value, np.ndarray) and value.dtype.kind == "u" else None
+            flat, fmt_name, shape = source(value, f"stored[{key!r}]", fmt)
+            parts[key] = (flat, fmt_name, [int(d) for d in shape])
     name, stages = _lowbit.contract_run(label, text, pass_, inputs["x"], inputs["w"], inputs["dy"], inputs["bias"],
-                                        inputs["residual"], None if sr_seed is None else int(sr_seed))
+                                        inputs["residual"], parts, None if sr_seed is None else int(sr_seed))
     out = Run(name, pass_)
     for stage, part, description, fmt, shape, codes in stages:
         width = _lowbit.format_info(fmt)["storage_bytes"]

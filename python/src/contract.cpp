@@ -6,6 +6,7 @@
 // ValueError naming the package's keyword: "contract: ...: passes.fprop.epilogue[2].format: ...", "x: ...".
 #include "lowbit/contract.hpp"
 
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -74,6 +75,20 @@ std::optional<K::Array> array_of(const char* argument, const std::optional<Input
   return a;
 }
 
+// The parts of the contract's operands stored already quantized, as (input name, format): ("w.codes",
+// "e2m1"), ("w.scales", "e4m3"), ("w.tensor_scale", "f32").
+std::vector<std::pair<std::string, std::string>> stored_parts(const std::string& label,
+                                                              const std::optional<std::string>& text) {
+  const K::Contract c = load_contract(label, text);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (K::Operand t : all<K::Operand>())
+    if (const auto& q = c.stored_of(t))
+      for (K::StoredPart part : all<K::StoredPart>())
+        if (const Format* f = K::stored_part_format(*q, part))
+          out.emplace_back(std::string(name(t)) + "." + name(part), f->name);
+  return out;
+}
+
 // (stage, part, description, format, shape, codes) of each stage, in the order `contract run` lists them.
 using StageTuple = std::tuple<std::string, std::string, std::string, std::string, std::vector<std::uint64_t>,
                               nb::ndarray<nb::numpy, std::uint64_t, nb::ndim<1>>>;
@@ -83,6 +98,7 @@ std::pair<std::string, std::vector<StageTuple>> run(const std::string& label, co
                                                     const std::optional<Input>& w, const std::optional<Input>& dy,
                                                     const std::optional<Input>& bias,
                                                     const std::optional<Input>& residual,
+                                                    const std::map<std::string, Input>& stored,
                                                     std::optional<std::uint64_t> sr_seed) {
   const K::Contract c = load_contract(label, text);
   const std::optional<K::Pass> pass = parse<K::Pass>(pass_name);
@@ -92,7 +108,9 @@ std::pair<std::string, std::vector<StageTuple>> run(const std::string& label, co
                .dy = array_of("dy", dy),
                .bias = array_of("bias", bias),
                .residual = array_of("residual", residual),
+               .stored = {},
                .sr_seed = sr_seed};
+  for (const auto& [key, part] : stored) in.stored[key] = *array_of(key.c_str(), part);
   K::RunResult r;
   std::optional<ArgumentError> refused;
   {
@@ -116,7 +134,8 @@ void bind_contract(nb::module_& m) {
   m.def("contract_document", &document, nb::arg("label"), nb::arg("text").none());
   m.def("contract_run", &run, nb::arg("label"), nb::arg("text").none(), nb::arg("pass_"), nb::arg("x").none(),
         nb::arg("w").none(), nb::arg("dy").none(), nb::arg("bias").none(), nb::arg("residual").none(),
-        nb::arg("sr_seed").none());
+        nb::arg("stored"), nb::arg("sr_seed").none());
+  m.def("contract_stored_parts", &stored_parts, nb::arg("label"), nb::arg("text").none());
 }
 
 }  // namespace lowbit::python

@@ -65,11 +65,25 @@ def test_run_writes_the_command_lines_bytes(tmp_path, name, pass_name, kind):
     spec = lowbit.contract.show(name)["passes"][pass_name]
     used = list(READS[pass_name]) + (["bias"] if any(s["step"] == "bias" for s in spec["epilogue"]) else [])
     args = ["contract", "run", "--contract", name, "--pass", pass_name, "--sr-seed", "3", "--out", tmp_path / "run"]
+    storage = lowbit.contract.show(name)["storage"]
+    stored = {}
     for t in used:
         np.save(tmp_path / f"{t}.npy", arrays[t].view(np.uint16))  # bf16 files hold their bits as '<u2'
+        if isinstance(storage.get(t), dict):
+            # Stored already quantized: its parts made by `lowbit quantize` with the storage's scheme, given to
+            # both as they are (u8 codes and e4m3 scale codes, the f32 tensor scale).
+            q = tmp_path / f"stored-{t}"
+            cli("quantize", "--in", tmp_path / f"{t}.npy", "--in-format", "bf16", "--scheme",
+                storage[t]["quantized"]["quantization_format"], "--out", q)
+            for part in ("codes", "scales", "tensor_scale"):
+                if (q / f"{part}.npy").exists():
+                    stored[f"{t}.{part}"] = np.load(q / f"{part}.npy")
+                    args += [f"--{t}-{part.replace('_', '-')}", q / f"{part}.npy"]
+            continue
         args += [f"--{t}", tmp_path / f"{t}.npy"]
+    used = [t for t in used if f"{t}.codes" not in stored]
     cli(*args)
-    r = lowbit.contract.run(name, pass_=pass_name, sr_seed=3, **{t: arrays[t] for t in used})
+    r = lowbit.contract.run(name, pass_=pass_name, sr_seed=3, stored=stored, **{t: arrays[t] for t in used})
     assert r.contract == name and r.pass_ == pass_name
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert [e["path"] for e in manifest["stages"]] == [f"{s.key}.npy" for s in r.stages]
@@ -82,7 +96,8 @@ def test_run_writes_the_command_lines_bytes(tmp_path, name, pass_name, kind):
         assert want.tobytes() == np.ascontiguousarray(s.array).tobytes(), e["path"]
         assert e["description"] == s.description and e["stage"] == s.name and e.get("part", "") == s.part
     # Raw uint16 bit patterns are bf16, as the command line reads '<u2' files.
-    raw = lowbit.contract.run(name, pass_=pass_name, sr_seed=3, **{t: arrays[t].view(np.uint16) for t in used})
+    raw = lowbit.contract.run(name, pass_=pass_name, sr_seed=3, stored=stored,
+                              **{t: arrays[t].view(np.uint16) for t in used})
     assert raw["output"].tobytes() == r["output"].tobytes()
 
 
@@ -126,14 +141,14 @@ def test_hand_derived_stages():
     r = lowbit.contract.run(HAND, x=HAND_X, w=HAND_W)
     assert r.contract == "hand"
     assert u(r["x.quantized.codes"]) == [[0x7E, 0xF6, 0x38, 0x00]]
-    assert u(r["w.quantized.codes"]) == [[0x38, 0x40, 0x48, 0x7E], [0xB0, 0x28, 0x7E, 0x44]]
+    assert u(r["w.quantized.codes"].reshape(-1)) == [[0x38, 0x40, 0x48, 0x7E], [0xB0, 0x28, 0x7E, 0x44]]
     assert r["x.quantized.codes"].dtype == ml_dtypes.float8_e4m3fn
     assert u(r["x.quantized.scales"]) == u(r["w.quantized.scales"]) == [[0x3F800000]]  # 1
-    assert u(r["accumulator"]) == [[0x40800000, 0x43280000]]  # 4, 168
+    assert u(r["accumulator"].reshape(-1)) == [[0x40800000, 0x43280000]]  # 4, 168
     assert u(r["epilogue[0].dequantize"]) == [[0x40000000, 0x42A80000]]  # 2, 84
     assert u(r["epilogue[1].clamp"]) == [[0x40000000, 0x42480000]]  # 2, 50
     assert u(r["amax"]) == [0x42480000]  # 50
-    assert u(r["output"]) == [[0x58, 0x7C]]
+    assert u(r["output"].reshape(-1)) == [[0x58, 0x7C]]
     assert not r["output"].flags.writeable
 
 
@@ -233,6 +248,39 @@ def test_bad_inputs_name_the_argument():
         lowbit.contract.run(HAND, dy=np.ones((1, 2), np.float32), w=HAND_W, pass_="dgrad")
     with pytest.raises(ValueError, match=r"^sr_seed: "):
         lowbit.contract.run("te-current@sm90", x=x, w=w, bias=bias, sr_seed=-1)
+
+
+# W stored as per-tensor e4m3 codes [1, 2, -4, 8] with decode scale 0.25 (storage.w.quantized), X = [[1, 2, -3,
+# 0.5]] f32 not quantized, the exact GEMM: 1 + 4 + 12 + 4 = 21; dequantize fp32(1 * 0.25) * 21 = 5.25; bf16 0x40a8.
+# The stored codes are not those a quantization of W's values would make (their largest is 8, not 448): the
+# w.quantized stage equal to them shows they entered unchanged.
+STORED = {
+    "lowbit_contract": 1,
+    "name": "stored",
+    "storage": {"x": "f32", "w": {"quantized": {"quantization_format": "tensor", "element": "e4m3"}}},
+    "passes": {"fprop": {"x": {"quantize": None}, "w": {"quantize": None}, "procedure": "exact",
+                         "epilogue": [{"step": "dequantize"}, {"step": "cast", "format": "bf16"}]}},
+}
+
+
+def test_stored_operand_by_hand():
+    codes = np.array([[0x38, 0x40, 0xC8, 0x50]], np.uint8)
+    scales = np.array([[0.25]], np.float32)
+    r = lowbit.contract.run(STORED, x=np.array([[1, 2, -3, 0.5]], np.float32),
+                            stored={"w.codes": codes, "w.scales": scales})
+    assert u(r["w.quantized.codes"].reshape(-1)) == [0x38, 0x40, 0xC8, 0x50]
+    assert u(r["w.quantized.scales"].reshape(-1)) == [0x3E800000]
+    assert u(r["accumulator"].reshape(-1)) == [0x41A80000]
+    assert u(r["output"].reshape(-1)) == [0x40A8]
+    with pytest.raises(ValueError, match=r"^w.scales: has shape \[2, 1\]"):
+        lowbit.contract.run(STORED, x=np.ones((1, 4), np.float32),
+                            stored={"w.codes": codes, "w.scales": np.ones((2, 1), np.float32)})
+    with pytest.raises(ValueError, match=r"^w.scales: .*missing"):
+        lowbit.contract.run(STORED, x=np.ones((1, 4), np.float32), stored={"w.codes": codes})
+    with pytest.raises(ValueError, match=r"^stored: 'x.codes' is not a stored part"):
+        lowbit.contract.run(STORED, x=np.ones((1, 4), np.float32), stored={"x.codes": codes})
+    with pytest.raises(ValueError, match=r"^w: .*stored quantized"):
+        lowbit.contract.run(STORED, x=np.ones((1, 4), np.float32), w=np.ones((1, 4), np.float32))
 
 
 def test_check_names_what_the_command_lines_check_names(tmp_path):
