@@ -164,7 +164,7 @@ def edited(**changes):
 
 
 def test_unknown_step(tmp_path):
-    refused(tmp_path, edited(**{"passes/fprop/epilogue/1/step": "gelu"}), "passes.fprop.epilogue[1].step", "gelu")
+    refused(tmp_path, edited(**{"passes/fprop/epilogue/1/step": "swish"}), "passes.fprop.epilogue[1].step", "swish")
 
 
 def test_unknown_cast_format(tmp_path):

@@ -157,7 +157,9 @@ void stored_operand(const Node& n, Operand t, Contract& c) {
 }
 
 Step step(const Node& n) {
-  n.object({"step", "alpha", "beta", "format", "min", "max", "scale", "rounding", "overflow"}, {"step"});
+  n.object({"step", "alpha", "beta", "format", "min", "max", "scale", "rounding", "overflow", "approximation",
+            "tolerance_ulp"},
+           {"step"});
   Step s;
   s.kind = n.at("step").choice<StepKind>();
   // The keys each step takes, beside "step".
@@ -170,6 +172,8 @@ Step step(const Node& n) {
     case StepKind::amax: break;
     case StepKind::clamp: takes = {"min", "max"}; break;
     case StepKind::cast: takes = {"format", "scale", "rounding", "overflow"}; break;
+    case StepKind::gelu: takes = {"approximation", "tolerance_ulp"}; break;
+    case StepKind::silu: takes = {"tolerance_ulp"}; break;
   }
   for (auto it = n.j.begin(); it != n.j.end(); ++it)
     if (it.key() != "step" && !takes.count(it.key()))
@@ -185,6 +189,20 @@ Step step(const Node& n) {
     s.hi = n.at("max").f32();
     const float lo = std::bit_cast<float>(s.lo), hi = std::bit_cast<float>(s.hi);
     if (!(lo <= hi)) n.at("max").fail("max must not be below min (nor NaN)");
+  }
+  if (s.kind == StepKind::gelu || s.kind == StepKind::silu) {
+    // The tolerance is the contract's statement of how far a kernel's approximate activation may lie from the
+    // correctly rounded one; there is no default.
+    if (!n.has("tolerance_ulp"))
+      n.fail(std::string("a ") + name(s.kind) + " step needs \"tolerance_ulp\" (a whole number of ulps, 0 for the correctly rounded value)");
+    const Node t = n.at("tolerance_ulp");
+    if (!t.j.is_number_integer() || t.j.get<long long>() < 0 || t.j.get<long long>() > (1 << 20))
+      t.fail("expected a whole number of ulps in 0..2^20");
+    s.tolerance_ulp = static_cast<std::uint32_t>(t.j.get<long long>());
+    if (s.kind == StepKind::gelu) {
+      if (!n.has("approximation")) n.fail("a gelu step needs \"approximation\": erf or tanh");
+      s.gelu_form = n.at("approximation").choice<GeluForm>();
+    }
   }
   if (s.kind == StepKind::cast) {
     if (!n.has("format")) n.fail("a cast step needs \"format\"");
@@ -204,10 +222,25 @@ Step step(const Node& n) {
 void check_epilogue(const Node& n, const PassContract& p) {
   const bool scales_left = layout::scales_left_for_epilogue(p);
   bool dequantized = false, cast = false, amax = false;
+  const Step* activation = nullptr;
   for (std::size_t i = 0; i < p.epilogue.size(); ++i) {
     const Step& s = p.epilogue[i];
     const Node at = n.at(i);
     if (cast) at.fail("the cast is the last step; nothing follows it");
+    // The exact stages end before an activation: after it only the output cast, into a float format whose
+    // ulps the tolerance counts.
+    if (activation && s.kind != StepKind::cast)
+      at.at("step").fail(std::string("only a cast follows the ") + name(activation->kind) +
+                         " step (the exact stages end before it)");
+    if (activation && s.kind == StepKind::cast) {
+      bool float_out = false;
+      for (const Format* f : {&formats::f32, &formats::bf16, &formats::f16}) float_out = float_out || same_format(*s.format, *f);
+      if (!float_out)
+        at.at("format").fail(std::string("after the ") + name(activation->kind) +
+                             " step the output is f32, bf16 or f16 (its tolerance counts their ulps), not " +
+                             s.format->name);
+    }
+    if (s.kind == StepKind::gelu || s.kind == StepKind::silu) activation = &s;
     switch (s.kind) {
       case StepKind::dequantize:
         if (dequantized) at.fail("a second dequantize step");

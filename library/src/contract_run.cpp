@@ -355,8 +355,9 @@ EpilogueScales epilogue_scales(const PassContract& p, const QuantizedOperand& a,
 }
 
 // One epilogue step on y (f32 codes), recording its stage.
+// `tolerance`: the activation's, once one has applied (the stages from it on are compared within it).
 void apply(const Step& s, std::size_t index, const EpilogueScales& scales, const Inputs& in, const Dims& d,
-           std::vector<std::uint64_t>& y, RunResult& r) {
+           std::optional<std::uint32_t> tolerance, std::vector<std::uint64_t>& y, RunResult& r) {
   const std::string stage = "epilogue[" + std::to_string(index) + "]." + name(s.kind);
   switch (s.kind) {
     case StepKind::dequantize:
@@ -400,6 +401,16 @@ void apply(const Step& s, std::size_t index, const EpilogueScales& scales, const
                           {&formats::f32, {1}, {std::bit_cast<std::uint32_t>(m)}}});
       return;
     }
+    case StepKind::gelu:
+    case StepKind::silu:
+      for (std::uint64_t& v : y) v = activation_f32(s.kind, s.gelu_form, static_cast<std::uint32_t>(v));
+      r.stages.push_back({stage, "",
+                          std::string("after epilogue step ") + std::to_string(index) + " (" + name(s.kind) +
+                              (s.kind == StepKind::gelu ? std::string(", ") + name(s.gelu_form) + " form" : "") +
+                              "): the correctly rounded f32 value; a kernel's within " +
+                              std::to_string(s.tolerance_ulp) + " ulp",
+                          f32_array(d, y), s.tolerance_ulp});
+      return;
     case StepKind::cast: {
       // The output scale as one f32 multiplication (apply_epilogue with alpha = scale), then the conversion.
       const std::vector<std::uint64_t> scaled = gemm::apply_epilogue(y, nullptr, s.scale, 0, one, one);
@@ -408,7 +419,7 @@ void apply(const Step& s, std::size_t index, const EpilogueScales& scales, const
       for (std::uint64_t v : scaled) out.codes.push_back(convert(formats::f32, v, *s.format, s.policy).code);
       r.stages.push_back({"output", "",
                           std::string("the output: y times the output scale, cast into ") + s.format->name,
-                          std::move(out)});
+                          std::move(out), tolerance});
       return;
     }
   }
@@ -505,12 +516,16 @@ RunResult run(const Contract& c, Pass pass, const Inputs& given) {
                           " (block scales, and a promoted procedure's per-tensor scales, applied inside it)",
                       f32_array(d, y)});
   bool cast = false;
+  std::optional<std::uint32_t> tolerance;
   const EpilogueScales scales = epilogue_scales(*p, a, b);
   for (std::size_t i = 0; i < p->epilogue.size(); ++i) {
-    apply(p->epilogue[i], i, scales, in, d, y, r);
-    cast = cast || p->epilogue[i].kind == StepKind::cast;
+    const Step& s = p->epilogue[i];
+    if (s.kind == StepKind::gelu || s.kind == StepKind::silu) tolerance = s.tolerance_ulp;
+    apply(s, i, scales, in, d, tolerance, y, r);
+    cast = cast || s.kind == StepKind::cast;
   }
-  if (!cast) r.stages.push_back({"output", "", "the output: the last step's f32 values", f32_array(d, y)});
+  if (!cast)
+    r.stages.push_back({"output", "", "the output: the last step's f32 values", f32_array(d, y), tolerance});
   return r;
 }
 
@@ -518,7 +533,8 @@ RunResult run(const Contract& c, Pass pass, const Inputs& given) {
 
 namespace lowbit::contract {
 
-StageComparison compare(const Array& expected, const Array& actual, std::size_t max_details) {
+StageComparison compare(const Array& expected, const Array& actual, std::size_t max_details,
+                        std::optional<std::uint32_t> tolerance_ulp) {
   StageComparison c;
   if (!same_format(*expected.format, *actual.format)) {
     c.error = std::string("holds ") + actual.format->name + " codes, expected " + expected.format->name;
@@ -531,8 +547,19 @@ StageComparison compare(const Array& expected, const Array& actual, std::size_t 
   c.compared = expected.codes.size();
   for (std::size_t i = 0; i < expected.codes.size(); ++i) {
     if (expected.codes[i] == actual.codes[i]) continue;
+    Difference d{i, expected.codes[i], actual.codes[i], std::nullopt};
+    if (tolerance_ulp) {
+      d.ulps = ulp_distance(*expected.format, d.expected, d.actual);
+      // The farthest: a NaN against a number beyond every distance, the first of equals kept.
+      const auto rank = [](const Difference& x) { return x.ulps ? *x.ulps : UINT64_MAX; };
+      if (!c.worst || rank(d) > rank(*c.worst)) c.worst = d;
+      if (d.ulps && *d.ulps <= *tolerance_ulp) {
+        ++c.within;
+        continue;
+      }
+    }
     ++c.differing;
-    if (c.first.size() < max_details) c.first.push_back({i, expected.codes[i], actual.codes[i]});
+    if (c.first.size() < max_details) c.first.push_back(d);
   }
   return c;
 }

@@ -179,8 +179,12 @@ void run_show(const ContractOptions& o) {
            policy_text(q->options.element_policy) + ")\n";
     }
     s += "  epilogue:";
-    for (const K::Step& st : p.epilogue)
+    for (const K::Step& st : p.epilogue) {
       s += std::string(" ") + name(st.kind) + (st.format ? std::string("(") + st.format->name + ")" : "");
+      if (st.kind == K::StepKind::gelu || st.kind == K::StepKind::silu)
+        s += std::string("(") + (st.kind == K::StepKind::gelu ? std::string(name(st.gelu_form)) + ", " : "") +
+             "within " + std::to_string(st.tolerance_ulp) + " ulp)";
+    }
     s += "\n";
   }
   write_all("-", s, "--out");
@@ -253,6 +257,8 @@ void run_run(const ContractOptions& o) {
       json e = {{"stage", s.name}, {"path", s.file()}, {"format", s.array.format->name}, {"shape", s.array.shape}};
       if (!s.part.empty()) e["part"] = s.part;
       e["description"] = s.description;
+      // From an activation on, `check` compares within the contract's tolerance (docs/contract.md).
+      if (s.tolerance_ulp) e["tolerance_ulp"] = *s.tolerance_ulp;
       e["sha256"] = sum;
       manifest["stages"].push_back(e);
     }
@@ -426,7 +432,7 @@ int run_check(const ContractOptions& o) {
     write_all("-", std::string("FAILED: ") + e.what() + "\n", "--out");
     return 1;
   }
-  std::uint64_t compared = 0, differing = 0;
+  std::uint64_t compared = 0, differing = 0, within_tolerance = 0;
   std::string first_stage;
   bool output_compared = false;
   std::string text;
@@ -449,7 +455,13 @@ int run_check(const ContractOptions& o) {
       if (first_stage.empty()) first_stage = file;
       continue;
     }
-    const K::StageComparison cmp = K::compare(want, got);
+    std::optional<std::uint32_t> tolerance;
+    if (e.contains("tolerance_ulp")) {
+      if (!e["tolerance_ulp"].is_number_unsigned() || e["tolerance_ulp"].get<std::uint64_t>() > (1u << 20))
+        throw InputError("--inputs: manifest.json: " + file + ": tolerance_ulp is not a whole number in 0..2^20");
+      tolerance = e["tolerance_ulp"].get<std::uint32_t>();
+    }
+    const K::StageComparison cmp = K::compare(want, got, 10, tolerance);
     if (!cmp.error.empty()) {
       text += file + ": error: " + cmp.error + "\n";
       ++differing;
@@ -457,24 +469,38 @@ int run_check(const ContractOptions& o) {
       continue;
     }
     compared += cmp.compared;
+    within_tolerance += cmp.within;
     output_compared = output_compared || stage == "output";
-    if (cmp.differing == 0) {
-      text += file + ": " + std::to_string(cmp.compared) + " elements equal\n";
-      continue;
-    }
-    differing += cmp.differing;
-    if (first_stage.empty()) first_stage = file;
-    text += file + ": " + std::to_string(cmp.differing) + " of " + std::to_string(cmp.compared) + " elements differ\n";
-    for (const K::Difference& d : cmp.first) {
+    const std::string label = stage + (e.contains("part") ? "." + e["part"].get<std::string>() : "");
+    auto element = [&](const K::Difference& d) {
       std::string at;
       std::size_t rem = d.index;
       for (std::size_t i = want.shape.size(); i-- > 0;) {
         at = std::to_string(rem % want.shape[i]) + (at.empty() ? "" : ", ") + at;
         rem /= want.shape[i];
       }
-      text += "  " + stage + (e.contains("part") ? "." + e["part"].get<std::string>() : "") + "[" + at +
-              "]: expected " + code_and_value(*f, d.expected) + ", actual " + code_and_value(*f, d.actual) + "\n";
+      std::string line = label + "[" + at + "]: expected " + code_and_value(*f, d.expected) + ", actual " +
+                         code_and_value(*f, d.actual);
+      if (tolerance) line += d.ulps ? ", " + std::to_string(*d.ulps) + " ulp" : ", NaN against a number";
+      return line;
+    };
+    // Within a tolerance: how many elements differ inside it, and the farthest one.
+    const std::string within =
+        !tolerance ? ""
+        : cmp.worst
+            ? " (" + std::to_string(cmp.within) + " within " + std::to_string(*tolerance) + " ulp; worst " +
+                  element(*cmp.worst) + ")"
+            : " (all equal; tolerance " + std::to_string(*tolerance) + " ulp)";
+    if (cmp.differing == 0) {
+      text += file + ": " + std::to_string(cmp.compared) + (tolerance ? " elements within tolerance" : " elements equal") +
+              within + "\n";
+      continue;
     }
+    differing += cmp.differing;
+    if (first_stage.empty()) first_stage = file;
+    text += file + ": " + std::to_string(cmp.differing) + " of " + std::to_string(cmp.compared) + " elements " +
+            (tolerance ? "beyond " + std::to_string(*tolerance) + " ulp" : std::string("differ")) + within + "\n";
+    for (const K::Difference& d : cmp.first) text += "  " + element(d) + "\n";
   }
   if (!output_compared && differing == 0) {
     write_all("-", text + "FAILED: the kernel's output.npy was not compared\n", "--out");
@@ -484,7 +510,12 @@ int run_check(const ContractOptions& o) {
     write_all("-", text + "FAILED: first differing stage " + first_stage + "\n", "--out");
     return 1;
   }
-  write_all("-", text + "ok: " + std::to_string(compared) + " elements equal\n", "--out");
+  if (within_tolerance)
+    text += "ok: " + std::to_string(compared) + " elements compared, " + std::to_string(compared - within_tolerance) +
+            " equal and " + std::to_string(within_tolerance) + " within their stage's tolerance\n";
+  else
+    text += "ok: " + std::to_string(compared) + " elements equal\n";
+  write_all("-", text, "--out");
   return 0;
 }
 

@@ -23,6 +23,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "lowbit/error.hpp"
@@ -87,7 +88,7 @@ constexpr PassOperands operands_of(Pass p) {
 }
 
 // The epilogue's steps, applied in order to the f32 result of the GEMM (docs/contract.md "Epilogue").
-enum class StepKind : std::uint8_t { dequantize, bias, residual, relu, clamp, amax, cast };
+enum class StepKind : std::uint8_t { dequantize, bias, residual, relu, clamp, amax, cast, gelu, silu };
 inline constexpr Named<StepKind> step_names[] = {
     {StepKind::dequantize, "dequantize",
      "the per-tensor (and NVFP4 tensor) scales and alpha, as cuBLASLt applies them"},
@@ -97,8 +98,23 @@ inline constexpr Named<StepKind> step_names[] = {
     {StepKind::clamp, "clamp", "y clamped to [min, max]; NaN passes"},
     {StepKind::amax, "amax", "the largest |y| (fmaxf: NaN ignored) recorded as a stage"},
     {StepKind::cast, "cast", "y times an output scale, converted into the output format under a policy"},
+    {StepKind::gelu, "gelu",
+     "GELU, checked within tolerance_ulp of its correctly rounded f32 value (MPFR); the exact stages end before it"},
+    {StepKind::silu, "silu",
+     "SiLU x / (1 + e^-x), checked within tolerance_ulp of its correctly rounded f32 value (MPFR)"},
 };
 constexpr const auto& names_of(StepKind) { return step_names; }
+
+// The two definitions of GELU kernels compute: x·Φ(x) with the normal CDF through erf (PyTorch's
+// F.gelu(approximate="none")), and Hendrycks and Gimpel's tanh approximation 0.5·x·(1 + tanh(√(2/π)·(x +
+// 0.044715·x³))) (F.gelu(approximate="tanh"), pytorch/pytorch#61439; the form XLA fuses into cuBLASLt's GELU
+// epilogue, openxla/xla#7751).  Each is the function the reference rounds correctly, not a kernel's code.
+enum class GeluForm : std::uint8_t { erf, tanh };
+inline constexpr Named<GeluForm> gelu_form_names[] = {
+    {GeluForm::erf, "erf", "x * Phi(x) = 0.5 * x * erfc(-x / sqrt(2))"},
+    {GeluForm::tanh, "tanh", "0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))"},
+};
+constexpr const auto& names_of(GeluForm) { return gelu_form_names; }
 
 struct Step {
   StepKind kind = StepKind::dequantize;
@@ -108,7 +124,19 @@ struct Step {
   std::uint32_t lo = 0, hi = 0;       // clamp (f32 bits)
   std::uint32_t scale = 0x3F800000u;  // cast: the output scale
   Policy policy{.rounding = Rounding::rne, .overflow = Overflow::satfinite};  // cast
+  GeluForm gelu_form = GeluForm::erf;                                          // gelu ("approximation")
+  std::uint32_t tolerance_ulp = 0;                                             // gelu, silu
 };
+
+// An activation step's reference: the f32 value of the function at the f32 `x`, correctly rounded (nearest
+// even, from a 256-bit MPFR evaluation); NaN gives the GPU's canonical 0x7fffffff, ±Inf the limits (+Inf,
+// and -0 for GELU(-Inf) and SiLU(-Inf)).
+std::uint32_t activation_f32(StepKind kind, GeluForm form, std::uint32_t x);
+
+// The distance in ulps between two codes of a sign-magnitude float format: the count of representable values
+// from one to the other (±0 are 0 apart; an infinity is one beyond the largest finite value), or nullopt
+// when exactly one is NaN (two NaNs are 0 apart).
+std::optional<std::uint64_t> ulp_distance(const Format& f, std::uint64_t a, std::uint64_t b);
 
 // One operand's quantization: a recipe (nullopt: the operand enters the GEMM in its storage format).
 // `stored`: the recipe is the operand's storage (storage.<t>.quantized): its codes and scales are inputs
@@ -189,10 +217,20 @@ struct Inputs {
 // One stage of a run: a name ("x.quantized", "accumulator", "epilogue[1].bias", "amax", "output"), the
 // part of it ("codes", "scales", "tensor_scale"; empty for a stage of one array) and its array.
 struct Stage {
+  Stage(std::string name_, std::string part_, std::string description_, Array array_,
+        std::optional<std::uint32_t> tolerance = std::nullopt)
+      : name(std::move(name_)),
+        part(std::move(part_)),
+        description(std::move(description_)),
+        array(std::move(array_)),
+        tolerance_ulp(tolerance) {}
   std::string name;
   std::string part;
   std::string description;
   Array array;
+  // A stage from an activation on (gelu, silu): a kernel's array of it is compared within this many ulps of
+  // the reference, not bit for bit.
+  std::optional<std::uint32_t> tolerance_ulp;
   std::string file() const { return part.empty() ? name + ".npy" : name + "." + part + ".npy"; }
 };
 
@@ -219,13 +257,20 @@ namespace lowbit::contract {
 struct Difference {
   std::size_t index = 0;  // row-major
   std::uint64_t expected = 0, actual = 0;
+  std::optional<std::uint64_t> ulps;  // with a tolerance: the distance (nullopt: NaN against a number)
 };
 struct StageComparison {
   std::uint64_t compared = 0;
-  std::uint64_t differing = 0;
+  std::uint64_t differing = 0;  // with a tolerance: the elements beyond it
   std::vector<Difference> first;
   std::string error;  // the arrays cannot be compared (format or shape); nothing counted
+  // With a tolerance: the elements that differ but lie within it, and the element farthest from the reference
+  // (the first of them; a NaN against a number is the farthest of all).
+  std::uint64_t within = 0;
+  std::optional<Difference> worst;
 };
-StageComparison compare(const Array& expected, const Array& actual, std::size_t max_details = 10);
+// Code for code, or, with `tolerance_ulp`, by ulp_distance: an element farther than the tolerance differs.
+StageComparison compare(const Array& expected, const Array& actual, std::size_t max_details = 10,
+                        std::optional<std::uint32_t> tolerance_ulp = std::nullopt);
 
 }  // namespace lowbit::contract
