@@ -89,9 +89,9 @@ std::vector<std::pair<std::string, std::string>> stored_parts(const std::string&
   return out;
 }
 
-// (stage, part, description, format, shape, codes) of each stage, in the order `contract run` lists them.
+// (stage, part, description, format, shape, codes, tolerance in ulps or None) of each stage, in the order `contract run` lists them.
 using StageTuple = std::tuple<std::string, std::string, std::string, std::string, std::vector<std::uint64_t>,
-                              nb::ndarray<nb::numpy, std::uint64_t, nb::ndim<1>>>;
+                              nb::ndarray<nb::numpy, std::uint64_t, nb::ndim<1>>, std::optional<std::uint32_t>>;
 
 std::pair<std::string, std::vector<StageTuple>> run(const std::string& label, const std::optional<std::string>& text,
                                                     const std::string& pass_name, const std::optional<Input>& x,
@@ -123,7 +123,7 @@ std::pair<std::string, std::vector<StageTuple>> run(const std::string& label, co
   std::vector<StageTuple> stages;
   for (K::Stage& s : r.stages)
     stages.emplace_back(s.name, s.part, s.description, s.array.format->name, s.array.shape,
-                        to_numpy(std::move(s.array.codes)));
+                        to_numpy(std::move(s.array.codes)), s.tolerance_ulp);
   return {c.name, std::move(stages)};
 }
 
