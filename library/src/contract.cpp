@@ -194,7 +194,8 @@ Step step(const Node& n) {
     // The tolerance is the contract's statement of how far a kernel's approximate activation may lie from the
     // correctly rounded one; there is no default.
     if (!n.has("tolerance_ulp"))
-      n.fail(std::string("a ") + name(s.kind) + " step needs \"tolerance_ulp\" (a whole number of ulps, 0 for the correctly rounded value)");
+      n.fail(std::string("a ") + name(s.kind) +
+             " step needs \"tolerance_ulp\" (a whole number of ulps, 0 for the correctly rounded value)");
     const Node t = n.at("tolerance_ulp");
     if (!t.j.is_number_integer() || t.j.get<long long>() < 0 || t.j.get<long long>() > (1 << 20))
       t.fail("expected a whole number of ulps in 0..2^20");
@@ -234,7 +235,8 @@ void check_epilogue(const Node& n, const PassContract& p) {
                          " step (the exact stages end before it)");
     if (activation && s.kind == StepKind::cast) {
       bool float_out = false;
-      for (const Format* f : {&formats::f32, &formats::bf16, &formats::f16}) float_out = float_out || same_format(*s.format, *f);
+      for (const Format* f : {&formats::f32, &formats::bf16, &formats::f16})
+        float_out = float_out || same_format(*s.format, *f);
       if (!float_out)
         at.at("format").fail(std::string("after the ") + name(activation->kind) +
                              " step the output is f32, bf16 or f16 (its tolerance counts their ulps), not " +
@@ -278,8 +280,9 @@ PassContract pass_contract(const Node& n, Pass pass, const Contract& c) {
       continue;
     }
     if (!operand.at("quantize").j.is_null())
-      operand.at("quantize").fail(std::string(name(t)) + " is stored quantized (storage." + name(t) +
-                                  "): its codes and scales enter the GEMM unchanged; give \"quantize\": null");
+      operand.at("quantize")
+          .fail(std::string(name(t)) + " is stored quantized (storage." + name(t) +
+                "): its codes and scales enter the GEMM unchanged; give \"quantize\": null");
     // The stored scales run along the tensor's rows as stored; a pass that reads the transpose can take
     // them only when one scale covers the whole tensor.
     if (form == Form::transposed && layout::scale_info(*stored).arrangement != layout::Arrangement::per_tensor)

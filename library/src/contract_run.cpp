@@ -189,9 +189,9 @@ S::Quantized stored_operand(const Quantization& q, Operand t, const Inputs& in) 
   if (same_format(*out.scale_format, formats::e4m3))
     for (std::size_t i = 0; i < scales.codes.size(); ++i)
       if (scales.codes[i] & 0x80u)
-        throw ArgumentError(stored_key(t, StoredPart::scales),
-                            "element " + std::to_string(i) + " (row-major) is a negative e4m3 scale (" +
-                                hex(scales.codes[i], 2) + ")");
+        throw ArgumentError(
+            stored_key(t, StoredPart::scales),
+            "element " + std::to_string(i) + " (row-major) is a negative e4m3 scale (" + hex(scales.codes[i], 2) + ")");
   for (std::size_t i = 0; i < codes.codes.size(); ++i) out.codes[i] = static_cast<std::uint8_t>(codes.codes[i]);
   out.scales = scales.codes;
   if (const Array* ts = part(StoredPart::tensor_scale)) {
@@ -437,20 +437,21 @@ Inputs with_stored_codes(const Contract& c, const Inputs& in) {
     for (Operand t : all<Operand>())
       for (StoredPart p : all<StoredPart>()) known = known || (key == stored_key(t, p) && c.stored_of(t));
     if (!known)
-      throw ArgumentError(key, "no such stored part (the contract stores quantized: " + [&] {
-        std::string s;
-        for (Operand t : all<Operand>())
-          if (c.stored_of(t)) s += (s.empty() ? "" : ", ") + std::string(name(t));
-        return s.empty() ? std::string("none") : s;
-      }() + ")");
+      throw ArgumentError(
+          key, "no such stored part (the contract stores quantized: " + [&] {
+            std::string s;
+            for (Operand t : all<Operand>())
+              if (c.stored_of(t)) s += (s.empty() ? "" : ", ") + std::string(name(t));
+            return s.empty() ? std::string("none") : s;
+          }() + ")");
   }
   for (Operand t : all<Operand>()) {
     if (!c.stored_of(t)) continue;
     std::optional<Array>& slot = t == Operand::x ? r.x : t == Operand::w ? r.w : r.dy;
     if (slot)
       throw ArgumentError(name(t), std::string(name(t)) + " is stored quantized (storage." + name(t) + "): give " +
-                                       stored_key(t, StoredPart::codes) + " and " +
-                                       stored_key(t, StoredPart::scales) + " instead");
+                                       stored_key(t, StoredPart::codes) + " and " + stored_key(t, StoredPart::scales) +
+                                       " instead");
     const auto it = in.stored.find(stored_key(t, StoredPart::codes));
     if (it != in.stored.end()) slot = it->second;
   }
@@ -475,8 +476,9 @@ std::map<std::string, Array> store(const Contract& c, Operand t, const Array& va
     throw ArgumentError(name(t), "expected a 2-D array with no empty dimension");
   const S::Quantized r = S::quantize(along_k(values, Form::as_stored), q->options);
   std::map<std::string, Array> parts;
-  parts[stored_key(t, StoredPart::codes)] = {
-      r.element, {static_cast<std::uint64_t>(r.rows), static_cast<std::uint64_t>(r.cols)}, {r.codes.begin(), r.codes.end()}};
+  parts[stored_key(t, StoredPart::codes)] = {r.element,
+                                             {static_cast<std::uint64_t>(r.rows), static_cast<std::uint64_t>(r.cols)},
+                                             {r.codes.begin(), r.codes.end()}};
   parts[stored_key(t, StoredPart::scales)] = {
       r.scale_format,
       {static_cast<std::uint64_t>(r.scale_rows()), static_cast<std::uint64_t>(r.scale_cols())},
@@ -524,8 +526,7 @@ RunResult run(const Contract& c, Pass pass, const Inputs& given) {
     apply(s, i, scales, in, d, tolerance, y, r);
     cast = cast || s.kind == StepKind::cast;
   }
-  if (!cast)
-    r.stages.push_back({"output", "", "the output: the last step's f32 values", f32_array(d, y), tolerance});
+  if (!cast) r.stages.push_back({"output", "", "the output: the last step's f32 values", f32_array(d, y), tolerance});
   return r;
 }
 

@@ -89,7 +89,8 @@ std::vector<std::pair<std::string, std::string>> stored_parts(const std::string&
   return out;
 }
 
-// (stage, part, description, format, shape, codes, tolerance in ulps or None) of each stage, in the order `contract run` lists them.
+// (stage, part, description, format, shape, codes, tolerance in ulps or None) of each stage, in the order `contract
+// run` lists them.
 using StageTuple = std::tuple<std::string, std::string, std::string, std::string, std::vector<std::uint64_t>,
                               nb::ndarray<nb::numpy, std::uint64_t, nb::ndim<1>>, std::optional<std::uint32_t>>;
 

@@ -215,9 +215,7 @@ void run_run(const ContractOptions& o) {
   K::RunResult r;
   try {
     r = K::run(c, *pass, in);
-  } catch (const ArgumentError& e) {
-    throw InputError(option_of(e.argument) + ": " + e.what());
-  }
+  } catch (const ArgumentError& e) { throw InputError(option_of(e.argument) + ": " + e.what()); }
   json manifest;
   manifest["lowbit_contract_run"] = 1;
   manifest["generator"] = std::string("lowbit ") + LOWBIT_VERSION;
@@ -485,15 +483,13 @@ int run_check(const ContractOptions& o) {
       return line;
     };
     // Within a tolerance: how many elements differ inside it, and the farthest one.
-    const std::string within =
-        !tolerance ? ""
-        : cmp.worst
-            ? " (" + std::to_string(cmp.within) + " within " + std::to_string(*tolerance) + " ulp; worst " +
-                  element(*cmp.worst) + ")"
-            : " (all equal; tolerance " + std::to_string(*tolerance) + " ulp)";
+    const std::string within = !tolerance  ? ""
+                               : cmp.worst ? " (" + std::to_string(cmp.within) + " within " +
+                                                 std::to_string(*tolerance) + " ulp; worst " + element(*cmp.worst) + ")"
+                                           : " (all equal; tolerance " + std::to_string(*tolerance) + " ulp)";
     if (cmp.differing == 0) {
-      text += file + ": " + std::to_string(cmp.compared) + (tolerance ? " elements within tolerance" : " elements equal") +
-              within + "\n";
+      text += file + ": " + std::to_string(cmp.compared) +
+              (tolerance ? " elements within tolerance" : " elements equal") + within + "\n";
       continue;
     }
     differing += cmp.differing;
@@ -513,8 +509,7 @@ int run_check(const ContractOptions& o) {
   if (within_tolerance)
     text += "ok: " + std::to_string(compared) + " elements compared, " + std::to_string(compared - within_tolerance) +
             " equal and " + std::to_string(within_tolerance) + " within their stage's tolerance\n";
-  else
-    text += "ok: " + std::to_string(compared) + " elements equal\n";
+  else text += "ok: " + std::to_string(compared) + " elements equal\n";
   write_all("-", text, "--out");
   return 0;
 }
@@ -541,9 +536,9 @@ void add_contract(CLI::App& app) {
   for (K::Operand t : all<K::Operand>())
     for (K::StoredPart part : all<K::StoredPart>()) {
       const std::string key = std::string(name(t)) + "." + name(part);
-      run->add_option(option_of(key), o->stored[key],
-                      std::string("An operand stored quantized (storage.") + name(t) + ".quantized): " +
-                          row_of(part)->help);
+      run->add_option(
+          option_of(key), o->stored[key],
+          std::string("An operand stored quantized (storage.") + name(t) + ".quantized): " + row_of(part)->help);
     }
   run->add_option("--bias", o->bias, "the bias step's vector .npy");
   run->add_option("--residual", o->residual, "the residual step's [rows, cols] .npy");

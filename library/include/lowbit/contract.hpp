@@ -17,8 +17,8 @@
 // (W for fprop, Wᵀ for dgrad, Xᵀ for wgrad), which is TE's rowwise or columnwise copy of that tensor.
 #pragma once
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -124,8 +124,8 @@ struct Step {
   std::uint32_t lo = 0, hi = 0;       // clamp (f32 bits)
   std::uint32_t scale = 0x3F800000u;  // cast: the output scale
   Policy policy{.rounding = Rounding::rne, .overflow = Overflow::satfinite};  // cast
-  GeluForm gelu_form = GeluForm::erf;                                          // gelu ("approximation")
-  std::uint32_t tolerance_ulp = 0;                                             // gelu, silu
+  GeluForm gelu_form = GeluForm::erf;                                         // gelu ("approximation")
+  std::uint32_t tolerance_ulp = 0;                                            // gelu, silu
 };
 
 // An activation step's reference: the f32 value of the function at the f32 `x`, correctly rounded (nearest
