@@ -5,6 +5,7 @@ exit 2, the JSON path or the argument named, and nothing written.
 """
 import json
 import os
+import shutil
 import subprocess
 
 import numpy as np
@@ -358,6 +359,119 @@ def test_stored_documents_refused_by_path(tmp_path):
     stored_refused(tmp_path, doc, args, "passes.dgrad.w", "only a per-tensor scale transposes")
 
 
+# ---- TE delayed scaling: the state in, the next state out ---------------------------------------------------
+#
+# X = [[224, -112, 1, 0]] (bf16), per-tensor delayed e4m3 (TE DelayedScaling, margin 0, algorithm max).
+#  * Step 1, no --state: TE's first step, scale 1 and 1024 zero amaxes.  Codes at scale 1: 224 = 1.75 * 2^7 ->
+#    0x76, -112 -> 0xee, 1 -> 0x38, 0 -> 0x00; the decode scale fp32(1 / 1) = 0x3f800000.  The update records
+#    amax 224 in slot 0, takes the next scale from the history's max, fp32(448 / 224) = 2 (0x40000000), and
+#    rolls the history by one (torch.roll(-1) in delayed_scaling.cu): 224 (0x43600000) lands in slot 1023.
+#  * Step 2 from that state: X times 2: 448 -> 0x7e, -224 -> 0xf6, 2 -> 0x40; decode scale 0.5 (0x3f000000);
+#    the next history holds 224 in slots 1022 and 1023, the next scale is 2 again.
+DELAYED = {
+    "lowbit_contract": 1,
+    "name": "delayed",
+    "storage": {"x": "bf16", "w": "bf16"},
+    "passes": {"fprop": {"x": {"quantize": {"quantization_format": "delayed", "element": "e4m3"}},
+                         "w": {"quantize": None}, "procedure": "exact",
+                         "epilogue": [{"step": "dequantize"}, {"step": "cast", "format": "f32"}]}},
+}
+
+
+def test_delayed_state_in_and_out(tmp_path):
+    c = write(tmp_path, "delayed.json", DELAYED)
+    np.save(tmp_path / "x.npy", to_bf16_bits(np.array([[224, -112, 1, 0]])))
+    np.save(tmp_path / "w.npy", to_bf16_bits(np.array([[1, 0, 0, 0]])))
+    base = ["contract", "run", "--contract", c, "--x", str(tmp_path / "x.npy"), "--w", str(tmp_path / "w.npy")]
+    ok([*base, "--out", str(tmp_path / "s1")])
+    s1 = str(tmp_path / "s1")
+    assert bits(stage(s1, "x.quantized.codes.npy")) == [0x76, 0xEE, 0x38, 0x00]
+    assert bits(stage(s1, "x.quantized.scales.npy")) == [0x3F800000]
+    assert bits(stage(s1, "x.state.scale.npy")) == [0x40000000]
+    h = bits(stage(s1, "x.state.history.npy"))
+    assert len(h) == 1024 and h[1023] == 0x43600000 and not any(h[:1023])
+    nxt = json.loads((tmp_path / "s1" / "next_state.json").read_text())
+    assert nxt["layers"]["x"]["scale"] == "0x40000000" and nxt["layers"]["x"]["element"] == "e4m3"
+    assert json.loads((tmp_path / "s1" / "manifest.json").read_text())["state"] is None
+    ok([*base, "--state", str(tmp_path / "s1" / "next_state.json"), "--out", str(tmp_path / "s2")])
+    s2 = str(tmp_path / "s2")
+    assert bits(stage(s2, "x.quantized.codes.npy")) == [0x7E, 0xF6, 0x40, 0x00]
+    assert bits(stage(s2, "x.quantized.scales.npy")) == [0x3F000000]
+    h = bits(stage(s2, "x.state.history.npy"))
+    assert h[1022] == h[1023] == 0x43600000 and not any(h[:1022])
+    assert bits(stage(s2, "x.state.scale.npy")) == [0x40000000]
+    # The kernel's updated state is a stage like any other: a wrong next scale is named.
+    k = tmp_path / "kernel"
+    k.mkdir()
+    shutil.copy(tmp_path / "s2" / "output.npy", k / "output.npy")
+    np.save(k / "x.state.scale.npy", np.array([1.0], np.float32))
+    rc, out, _ = run(["contract", "check", "--contract", c, "--inputs", s2, "--results", str(k)])
+    assert rc == 1 and "x.state.scale[0]: expected 0x40000000 (2), actual 0x3f800000 (1)" in out, out
+
+
+def test_delayed_state_refusals(tmp_path):
+    c = write(tmp_path, "delayed.json", DELAYED)
+    np.save(tmp_path / "x.npy", to_bf16_bits(np.ones((1, 4))))
+    base = ["contract", "run", "--x", str(tmp_path / "x.npy"), "--w", str(tmp_path / "x.npy")]
+    (tmp_path / "bad.json").write_text(json.dumps({"layers": {"q": {"history": ["0x00000000"], "scale": "0x3f800000"}}}))
+    rc, _, err = run([*base, "--contract", c, "--state", str(tmp_path / "bad.json"), "--out", str(tmp_path / "n1")])
+    assert rc == 2 and "--state:" in err and "layer 'q'" in err and not (tmp_path / "n1").exists(), err
+    np.save(tmp_path / "w.npy", to_bf16_bits(np.ones((2, 4))))
+    np.save(tmp_path / "b.npy", to_bf16_bits(np.ones(2)))
+    (tmp_path / "good.json").write_text(json.dumps({"layers": {"x": {"history": ["0x00000000"], "scale": "0x3f800000"}}}))
+    rc, _, err = run(["contract", "run", "--contract", "te-current@sm90", "--x", str(tmp_path / "x.npy"), "--w",
+                      str(tmp_path / "w.npy"), "--bias", str(tmp_path / "b.npy"), "--state",
+                      str(tmp_path / "good.json"), "--out", str(tmp_path / "n2")])
+    assert rc == 2 and "--state:" in err and "quantizes no tensor with the delayed scheme" in err, err
+    assert not (tmp_path / "n2").exists()
+
+
+@pytest.mark.parametrize("pass_name", ["fprop", "dgrad", "wgrad"])
+def test_te_delayed_with_a_state_equals_composition(tmp_path, pass_name):
+    # Each tensor's state given (a training state's layers x, w, dy; histories not all zero, scales not 1), the
+    # operands quantized by `lowbit quantize --scheme delayed --state` from the same one-layer states.
+    contract = json.loads(ok(["contract", "show", "te-delayed@sm90", "--json"]))
+    rng = np.random.default_rng(11)
+    layers = {}
+    for t, scale in (("x", 3.5), ("w", 200.0), ("dy", 65536.0)):
+        hist = np.zeros(16, np.float32)
+        hist[3] = rng.uniform(1, 5)
+        layers[t] = {"history": [f"{int(v):#010x}" for v in hist.view(np.uint32)],
+                     "scale": f"{int(np.float32(scale).view(np.uint32)):#010x}", "algorithm": "max", "margin": 0}
+    (tmp_path / "state.json").write_text(json.dumps({"layers": layers}))
+    m, n, k = 5, 7, 64
+    x, w = inputs("random", m, n, k, rng)
+    dy = to_bf16_bits(rng.standard_normal((m, n)) * 1e-3)
+    files = {}
+    for t, a in (("x", x), ("w", w), ("dy", dy), ("bias", to_bf16_bits(rng.standard_normal(n)))):
+        files[t] = str(tmp_path / f"{t}.npy")
+        np.save(files[t], a)
+    reads = {"fprop": ("x", "w"), "dgrad": ("dy", "w"), "wgrad": ("dy", "x")}[pass_name]
+    args = ["contract", "run", "--contract", "te-delayed@sm90", "--pass", pass_name, "--state",
+            str(tmp_path / "state.json"), "--out", str(tmp_path / "run")]
+    for t in reads + (("bias",) if pass_name == "fprop" else ()):
+        args += [f"--{t}", files[t]]
+    ok(args)
+    # The composition: each operand's one-layer state file for quantize --state (which steps it in place).
+    fp = contract["passes"][pass_name]
+    (ta, a_t), (tb, b_t) = OPERANDS[pass_name]
+    got_q = {}
+    for role, t, tr in (("qa", ta, a_t), ("qb", tb, b_t)):
+        st = tmp_path / f"{role}-state.json"
+        st.write_text(json.dumps(layers[t]))
+        codes, scales, _ = quantize(tmp_path, role, along_k(tmp_path, files, t, tr), fp[t]["quantize"], str(st))
+        got_q[t] = (codes, scales, json.loads(st.read_text()))
+        assert (np.load(tmp_path / "run" / f"{t}.quantized.codes.npy") == codes).all()
+        assert (np.load(tmp_path / "run" / f"{t}.quantized.scales.npy") == scales).all()
+        # The stepped state is quantize --state's, slot for slot.
+        want_hist = [int(h, 16) for h in got_q[t][2]["history"]]
+        assert bits(np.load(tmp_path / "run" / f"{t}.state.history.npy")) == want_hist
+        assert bits(np.load(tmp_path / "run" / f"{t}.state.scale.npy")) == [int(got_q[t][2]["scale"], 16)]
+    nxt = json.loads((tmp_path / "run" / "next_state.json").read_text())["layers"]
+    untouched = ({"x", "w", "dy"} - set(reads)).pop()
+    assert nxt[untouched]["scale"] == layers[untouched]["scale"]  # carried unchanged
+
+
 # ---- named contracts' fprop against an independent composition ---------------------------------------------
 ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes is not installed (pip install -r requirements.txt)")
 
@@ -397,8 +511,10 @@ FLAG = {"quantization_format": "--scheme", "element": "--element", "block_size":
 SR_SEED = 1
 
 
-def quantize(tmp, name, src, recipe):
+def quantize(tmp, name, src, recipe, state=None):
     args = ["quantize", "--in", src, "--in-format", "bf16", "--out", str(tmp / name)]
+    if state:
+        args += ["--state", state]  # the delayed scheme's state (quantize --state's one-layer JSON), stepped there
     for key, value in recipe.items():
         if key == "eps":
             continue  # applied to the scales below
@@ -478,7 +594,7 @@ def compose(tmp, contract, x_path, w_path, b_path, pass_name="fprop", files=None
     args = ["gemm", "--model", fp["procedure"], "--a", str(tmp / "a.npy"), "--b", str(tmp / "b.npy"),
             "--a-format", elem(fx), "--b-format", elem(fw), "--out", str(tmp / "d.npy")]
     scheme = fx["quantization_format"]
-    per_tensor = scheme == "tensor"
+    per_tensor = scheme in ("tensor", "delayed")
     if per_tensor and not any(s["step"] == "dequantize" for s in fp["epilogue"]):
         # A promoted procedure multiplies the per-tensor decode scales inside each promotion (docs/contract.md):
         # lowbit gemm's --scale-a / --scale-b on the same procedure.

@@ -11,6 +11,10 @@
 //    MXFP8BlockScaling: E4M3 on every tensor; NVFP4BlockScaling: 16x16 weight blocks, stochastic rounding on
 //    gradients, the random Hadamard transform on the columnwise (wgrad) copies of inputs and gradients, as
 //    TE computes it (scale::hadamard_rows_te_bf16 cites the kernel).
+//  * Transformer Engine DelayedScaling (recipe/__init__.py, the same commit): HYBRID, one scale per tensor
+//    from its amax history (amax_history_len 1024, amax_compute_algo "max", margin 0 by default;
+//    delayed_scaling.cu, scale::delayed_update); the GEMMs as Float8CurrentScaling's (pytorch/module/base.py:
+//    _2X_ACC_FPROP False, _2X_ACC_DGRAD and _2X_ACC_WGRAD True).
 //  * DeepSeek-V3 (arXiv 2412.19437 §3.3): 1x128 activation and gradient tiles, 128x128 weight blocks, E4M3 on
 //    all tensors, WGMMA results promoted into f32 every 128 elements of K, weight gradients kept in FP32
 //    (Figure 6); the wgrad GEMM is DeepGEMM's 1d1d kernel (impls/sm90_fp8_gemm_1d1d.cuh: both operands
@@ -71,6 +75,35 @@ constexpr const char* te_current_sm90 = R"json({
     "wgrad": {
       "dy": {"quantize": {"quantization_format": "tensor", "element": "e5m2", "profile": "te"}},
       "x": {"quantize": {"quantization_format": "tensor", "element": "e4m3", "profile": "te"}},
+      "procedure": "hopper-fp8-promote128",
+      "epilogue": [{"step": "cast", "format": "bf16"}]
+    }
+  }
+})json";
+
+constexpr const char* te_delayed_sm90 = R"json({
+  "lowbit_contract": 1,
+  "name": "te-delayed@sm90",
+  "description": "Transformer Engine DelayedScaling (HYBRID, amax history) on Hopper",
+  "source": "TE recipe/__init__.py DelayedScaling; delayed_scaling.cu; pytorch/module/base.py _2X_ACC_*; cuBLASLt FP8 GEMM",
+  "hardware": "model-verified",
+  "storage": {"x": "bf16", "w": "bf16", "dy": "bf16"},
+  "passes": {
+    "fprop": {
+      "x": {"quantize": {"quantization_format": "delayed", "element": "e4m3", "profile": "te"}},
+      "w": {"quantize": {"quantization_format": "delayed", "element": "e4m3", "profile": "te"}},
+      "procedure": "hopper-fp8",
+      "epilogue": [{"step": "dequantize"}, {"step": "bias", "format": "bf16"}, {"step": "cast", "format": "bf16"}]
+    },
+    "dgrad": {
+      "dy": {"quantize": {"quantization_format": "delayed", "element": "e5m2", "profile": "te"}},
+      "w": {"quantize": {"quantization_format": "delayed", "element": "e4m3", "profile": "te"}},
+      "procedure": "hopper-fp8-promote128",
+      "epilogue": [{"step": "cast", "format": "bf16"}]
+    },
+    "wgrad": {
+      "dy": {"quantize": {"quantization_format": "delayed", "element": "e5m2", "profile": "te"}},
+      "x": {"quantize": {"quantization_format": "delayed", "element": "e4m3", "profile": "te"}},
       "procedure": "hopper-fp8-promote128",
       "epilogue": [{"step": "cast", "format": "bf16"}]
     }
@@ -243,6 +276,9 @@ constexpr const char* torchao_nvfp4_sm100 = R"json({
 constexpr NamedContract table[] = {
     {"te-current@sm90", "Transformer Engine Float8CurrentScaling (HYBRID) on Hopper (TE recipe/__init__.py)",
      te_current_sm90},
+    {"te-delayed@sm90",
+     "Transformer Engine DelayedScaling (HYBRID, amax history; contract run --state) on Hopper (TE recipe/__init__.py)",
+     te_delayed_sm90},
     {"deepseek-v3@sm90", "DeepSeek-V3 1x128 / 128x128 FP8, promotion every 128 (arXiv 2412.19437 §3.3, DeepGEMM)",
      deepseek_v3_sm90},
     {"te-block@sm90", "Transformer Engine Float8BlockScaling on Hopper (TE recipe/__init__.py)", te_block_sm90},

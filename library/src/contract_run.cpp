@@ -207,6 +207,7 @@ struct QuantizedOperand {
   Matrix codes;                   // rows along K
   std::optional<S::Quantized> q;  // the quantizer's result
   layout::ScaleInfo info;
+  std::optional<S::DelayedState> next_delayed;  // the delayed scheme: the state after this step
 };
 
 QuantizedOperand quantize_operand(const Quantization& qz, const Array& a, Form form, Operand t, const Inputs& in) {
@@ -231,6 +232,15 @@ QuantizedOperand quantize_operand(const Quantization& qz, const Array& a, Form f
     return out;
   }
   const S::Tensor x = along_k(a, form);
+  if (qz.options.scheme == S::Scheme::delayed) {
+    // TE's delayed scaling: this step's scale from the state, the tensor's amax into its history (the
+    // transposed form has the same amax, as TE's columnwise copy shares the rowwise scale).
+    const auto it = in.delayed.find(t);
+    out.next_delayed = it != in.delayed.end() ? it->second : S::DelayedState{};
+    out.q = S::quantize(x, qz.options, nullptr, &*out.next_delayed);
+    out.codes = Matrix{out.q->element, out.q->rows, out.q->cols, {out.q->codes.begin(), out.q->codes.end()}};
+    return out;
+  }
   std::vector<std::uint32_t> rbits;
   if (is_stochastic(qz.options.element_policy.rounding)) {
     if (!in.sr_seed)
@@ -263,6 +273,19 @@ Matrix block_scales(const QuantizedOperand& o, ScaleSide side) {
       m.codes[static_cast<std::size_t>(r) * kb + k] = code;
     }
   return side == ScaleSide::a_per_row ? m : transposed(m);
+}
+
+void add_state_stages(RunResult& r, Operand t, const QuantizedOperand& o) {
+  if (!o.next_delayed) return;
+  const S::DelayedState& st = *o.next_delayed;
+  Array history{&formats::f32, {st.history.size()}, {}};
+  for (float h : st.history) history.codes.push_back(std::bit_cast<std::uint32_t>(h));
+  const std::string stage = std::string(name(t)) + ".state";
+  r.stages.push_back({stage, "history", "the amax history after this step, newest first (TE delayed scaling)",
+                      std::move(history)});
+  r.stages.push_back(
+      {stage, "scale", "the scale the next step quantizes with", {&formats::f32, {1}, {std::bit_cast<std::uint32_t>(st.scale)}}});
+  r.next_delayed[t] = st;
 }
 
 void add_quantized_stages(RunResult& r, const std::string& who, const QuantizedOperand& o, Form form) {
@@ -494,6 +517,14 @@ RunResult run(const Contract& c, Pass pass, const Inputs& given) {
     for (const PassContract& pc : c.passes) defined += (defined.empty() ? "" : ", ") + std::string(name(pc.pass));
     throw ArgumentError("pass", c.name + " defines no " + name(pass) + " (it defines " + defined + ")");
   }
+  const PassOperands pass_ops = operands_of(pass);
+  for (const auto& [t, st] : given.delayed) {
+    const Quantization* q = t == pass_ops.a ? &p->a : t == pass_ops.b ? &p->b : nullptr;
+    if (!q || !q->recipe || q->options.scheme != S::Scheme::delayed)
+      throw ArgumentError("state", std::string(name(p->pass)) + " quantizes " + name(t) +
+                                       (q ? " with another scheme than delayed" : " not at all") +
+                                       "; its state has nothing to step");
+  }
   const Inputs in = with_stored_codes(c, given);
   Dims d;
   try {
@@ -512,6 +543,8 @@ RunResult run(const Contract& c, Pass pass, const Inputs& given) {
   const QuantizedOperand b = quantize_operand(p->b, *input(in, ops.b), ops.b_form, ops.b, in);
   add_quantized_stages(r, name(ops.a), a, ops.a_form);
   add_quantized_stages(r, name(ops.b), b, ops.b_form);
+  add_state_stages(r, ops.a, a);
+  add_state_stages(r, ops.b, b);
   std::vector<std::uint64_t> y = multiply(*p, a, b);
   r.stages.push_back({"accumulator", "",
                       std::string("the f32 result of ") + p->procedure->name +

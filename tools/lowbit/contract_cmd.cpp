@@ -16,6 +16,7 @@
 #include "lowbit/gate.hpp"
 #include "lowbit/io.hpp"
 #include "lowbit/sha256.hpp"
+#include "state_files.hpp"
 
 #ifndef LOWBIT_VERSION
 #define LOWBIT_VERSION "0.0.0"
@@ -29,7 +30,7 @@ using json = nlohmann::ordered_json;
 namespace K = contract;
 
 struct ContractOptions {
-  std::string contract, show, pass = "fprop", x, w, dy, bias, residual, out, inputs, results, plugin;
+  std::string contract, show, pass = "fprop", x, w, dy, bias, residual, out, inputs, results, plugin, state;
   // The parts of operands stored already quantized, by input name ("w.codes"): --w-codes, ...
   std::map<std::string, std::string> stored;
   long long sr_seed = -1;
@@ -212,6 +213,31 @@ void run_run(const ContractOptions& o) {
     read.push_back(path);
   }
   if (o.sr_seed >= 0) in.sr_seed = static_cast<std::uint64_t>(o.sr_seed);
+  // The delayed-scaling state (lowbit state's file, layers named by tensor): the tensors this pass quantizes
+  // with the delayed scheme take theirs; the others are carried into next_state.json unchanged.
+  const K::PassContract* pc = c.find(*pass);
+  std::vector<K::Operand> delayed_here;
+  if (pc) {
+    const K::PassOperands ops = K::operands_of(*pass);
+    for (const auto& [t, q] : {std::pair{ops.a, &pc->a}, std::pair{ops.b, &pc->b}})
+      if (q->recipe && q->options.scheme == scale::Scheme::delayed) delayed_here.push_back(t);
+  }
+  training::TrainingState state;
+  if (!o.state.empty()) {
+    state = read_state_file(o.state, "--state", formats::e4m3);
+    for (const auto& [layer, ls] : state.layers) {
+      const auto t = parse<K::Operand>(layer);
+      if (!t)
+        throw InputError("--state: '" + echo_text(o.state) + "': layer '" + echo_text(layer) +
+                         "' is not one of the layer's tensors (" + choices<K::Operand>() + ")");
+      for (K::Operand d : delayed_here)
+        if (d == *t) in.delayed[d] = ls.delayed;
+    }
+    if (delayed_here.empty())
+      throw InputError("--state: " + std::string(pc ? name(pc->pass) : o.pass) + " of " + c.name +
+                       " quantizes no tensor with the delayed scheme");
+    read.push_back(o.state);
+  }
   K::RunResult r;
   try {
     r = K::run(c, *pass, in);
@@ -259,6 +285,17 @@ void run_run(const ContractOptions& o) {
       if (s.tolerance_ulp) e["tolerance_ulp"] = *s.tolerance_ulp;
       e["sha256"] = sum;
       manifest["stages"].push_back(e);
+    }
+    if (!delayed_here.empty()) {
+      // The state after this pass's step: each tensor it quantized stepped once, the others as given (every
+      // pass of one training step reads the same --state; docs/contract.md "Delayed scaling").
+      manifest["state"] = o.state.empty() ? json(nullptr) : json(training::state_json(state));
+      for (const auto& [t, st] : r.next_delayed) {
+        const K::PassOperands ops = K::operands_of(*pass);
+        const K::Quantization& q = t == ops.a ? pc->a : pc->b;
+        state.layers[name(t)] = training::LayerState{st, q.options.element};
+      }
+      out.add("next_state.json", training::state_json(state).dump(1) + "\n");
     }
     out.add("manifest.json", manifest.dump(1) + "\n");
     out.commit();
@@ -321,6 +358,9 @@ Supplier plugin_results(const ContractOptions& o, const K::Contract& c, const js
   if (!subject.contract)
     throw InputError("--plugin: '" + echo_text(o.plugin) + "' (" + subject.name +
                      ") has no contract entry point (NULL, or a table whose struct_size ends before it)");
+  if (m.contains("state") && !m["state"].is_null())
+    throw InputError("--plugin: the run was made with --state; a plugin's contract entry is not yet handed a "
+                     "delayed-scaling state (compare the kernel's files with --results)");
   json request = {{"contract", c.document}, {"pass", m.value("pass", "fprop")}};
   // --sr-seed, else the seed the run recorded (a different --sr-seed tests the kernel's seed handling).
   if (o.sr_seed >= 0) request["sr_seed"] = o.sr_seed;
@@ -542,6 +582,9 @@ void add_contract(CLI::App& app) {
     }
   run->add_option("--bias", o->bias, "the bias step's vector .npy");
   run->add_option("--residual", o->residual, "the residual step's [rows, cols] .npy");
+  run->add_option("--state", o->state,
+                  "The delayed-scaling state (lowbit state's JSON or safetensors, layers x, w, dy); the state "
+                  "after the step is written as next_state.json");
   run->add_option("--sr-seed", o->sr_seed, "Seed of a stochastic rounding's random bits (Philox)")
       ->check(whole_number(0, LLONG_MAX));
   run->add_option("--out", o->out, "Folder to write (replaced whole; empty, new or a previous run's)")->required();

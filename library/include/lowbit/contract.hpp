@@ -209,6 +209,10 @@ struct Inputs {
   std::optional<Array> x, w, dy, bias, residual;
   // The parts of each operand stored already quantized, keyed "<operand>.<part>" ("w.codes").
   std::map<std::string, Array> stored;
+  // The delayed-scaling state of each tensor a pass quantizes with the delayed scheme (TE DelayedScaling):
+  // its scale quantizes the tensor, its history takes the tensor's amax.  A tensor without one starts as TE's
+  // first step does: scale 1, a history of 1024 zeros, algorithm max, margin 0.
+  std::map<Operand, scale::DelayedState> delayed;
   // The seed of the random bits of a stochastic rounding (philox::sr_bits over each quantized operand's
   // elements, row-major in the form it is quantized in); required when a recipe rounds stochastically.
   std::optional<std::uint64_t> sr_seed;
@@ -236,6 +240,9 @@ struct Stage {
 
 struct RunResult {
   std::vector<Stage> stages;
+  // Each delayed-scaling state after this pass's step (scale::delayed_update): the tensor's next scale and
+  // its history with this amax recorded; also the stages "<t>.state.history" and "<t>.state.scale".
+  std::map<Operand, scale::DelayedState> next_delayed;
 };
 
 // Runs one pass.  Throws ArgumentError whose argument is the input at fault ("x", "w", "dy", "bias",
