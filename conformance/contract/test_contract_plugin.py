@@ -80,6 +80,32 @@ def test_the_planted_plugin_passes_every_named_pass(tmp_path, name, pass_name):
         assert out.endswith(f"ok: {size['output.npy'] + size['accumulator.npy']} elements equal\n")
 
 
+def test_a_delayed_state_reaches_the_plugin(tmp_path):
+    # te-delayed@sm90 run from a given state (scales 3 and 0.7, not the fresh 1, and not powers of two, which
+    # would only shift the exponents): the plugin's contract entry gets the state in its request, and its
+    # output equals the run's only if it quantized with those scales.
+    rng = np.random.default_rng(3)
+    for t, shape in {"x": (3, 64), "w": (32, 64), "bias": (32,)}.items():
+        np.save(tmp_path / f"{t}.npy", bf16_bits(rng.standard_normal(shape)))
+    hist = ["0x00000000"] * 7 + ["0x40400000"]
+    state = {"layers": {"x": {"history": hist, "scale": "0x40400000"}, "w": {"history": hist, "scale": "0x3f333333"}}}
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    rc, _, err = run(["contract", "run", "--contract", "te-delayed@sm90", "--x", tmp_path / "x.npy", "--w",
+                      tmp_path / "w.npy", "--bias", tmp_path / "bias.npy", "--state", tmp_path / "state.json",
+                      "--out", tmp_path / "run"])
+    assert rc == 0, err
+    # The decode scale fp32(1 / 3) = 0x3eaaaaab.
+    assert np.load(tmp_path / "run" / "x.quantized.scales.npy").view(np.uint32).ravel().tolist() == [0x3EAAAAAB]
+    # Without the state (TE's first step, scale 1) the output differs: the test can fail.
+    rc, _, err = run(["contract", "run", "--contract", "te-delayed@sm90", "--x", tmp_path / "x.npy", "--w",
+                      tmp_path / "w.npy", "--bias", tmp_path / "bias.npy", "--out", tmp_path / "fresh"])
+    assert rc == 0, err
+    assert (np.load(tmp_path / "fresh" / "output.npy") != np.load(tmp_path / "run" / "output.npy")).any()
+    rc, out, err = run(["contract", "check", "--contract", "te-delayed@sm90", "--inputs", tmp_path / "run",
+                        "--plugin", PLANTED, "--in-process"])
+    assert rc == 0 and "output.npy: 96 elements equal" in out, out + err
+
+
 def test_the_planted_bug_is_named(tmp_path):
     d = make_run(tmp_path, "te-current@sm90", "fprop")
     want = np.load(d / "output.npy")

@@ -281,7 +281,7 @@ void add_state_stages(RunResult& r, Operand t, const QuantizedOperand& o) {
   Array history{&formats::f32, {st.history.size()}, {}};
   for (float h : st.history) history.codes.push_back(std::bit_cast<std::uint32_t>(h));
   const std::string stage = std::string(name(t)) + ".state";
-  r.stages.push_back({stage, "history", "the amax history after this step, newest first (TE delayed scaling)",
+  r.stages.push_back({stage, "history", "the amax history after this step, rolled as TE rolls it (slot 0 takes the next step's amax)",
                       std::move(history)});
   r.stages.push_back(
       {stage, "scale", "the scale the next step quantizes with", {&formats::f32, {1}, {std::bit_cast<std::uint32_t>(st.scale)}}});

@@ -110,6 +110,7 @@ std::pair<std::string, std::vector<StageTuple>> run(const std::string& label, co
                .bias = array_of("bias", bias),
                .residual = array_of("residual", residual),
                .stored = {},
+               .delayed = {},
                .sr_seed = sr_seed};
   for (const auto& [key, part] : stored) in.stored[key] = *array_of(key.c_str(), part);
   K::RunResult r;

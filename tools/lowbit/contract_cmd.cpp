@@ -358,10 +358,9 @@ Supplier plugin_results(const ContractOptions& o, const K::Contract& c, const js
   if (!subject.contract)
     throw InputError("--plugin: '" + echo_text(o.plugin) + "' (" + subject.name +
                      ") has no contract entry point (NULL, or a table whose struct_size ends before it)");
-  if (m.contains("state") && !m["state"].is_null())
-    throw InputError("--plugin: the run was made with --state; a plugin's contract entry is not yet handed a "
-                     "delayed-scaling state (compare the kernel's files with --results)");
   json request = {{"contract", c.document}, {"pass", m.value("pass", "fprop")}};
+  // The delayed-scaling state the run was given (lowbit state's JSON), as the kernel's step starts from it.
+  if (m.contains("state") && !m["state"].is_null()) request["state"] = m["state"];
   // --sr-seed, else the seed the run recorded (a different --sr-seed tests the kernel's seed handling).
   if (o.sr_seed >= 0) request["sr_seed"] = o.sr_seed;
   else if (m.contains("sr_seed") && m["sr_seed"].is_number_unsigned()) request["sr_seed"] = m["sr_seed"];
