@@ -127,6 +127,9 @@ class Run:
     contract: str
     pass_: str
     stages: List[Stage] = field(default_factory=list)
+    # The delayed-scaling state after the step (``next_state.json``'s dict), or None when the pass quantizes
+    # nothing with the delayed scheme.
+    next_state: Optional[Dict[str, Any]] = None
 
     def __getitem__(self, key: str) -> np.ndarray:
         for s in self.stages:
@@ -154,7 +157,8 @@ def _input(value: Any, argument: str):
 
 
 def run(contract: Any, *, x: Any = None, w: Any = None, dy: Any = None, bias: Any = None, residual: Any = None,
-        stored: Optional[Mapping[str, Any]] = None, pass_: str = "fprop", sr_seed: Optional[int] = None) -> Run:
+        stored: Optional[Mapping[str, Any]] = None, state: Optional[Mapping[str, Any]] = None, pass_: str = "fprop",
+        sr_seed: Optional[int] = None) -> Run:
     """Every stage of one pass of `contract`, as ``lowbit contract run --contract C --pass PASS --x X.npy ...``
     computes them (the same library code, the same bytes).
 
@@ -164,7 +168,8 @@ def run(contract: Any, *, x: Any = None, w: Any = None, dy: Any = None, bias: An
     An operand the contract stores already quantized (``storage.w.quantized``) is given by its parts in
     `stored`, keyed as ``contract run``'s inputs: ``{"w.codes": ..., "w.scales": ..., "w.tensor_scale": ...}``
     (``--w-codes`` ...); unsigned integer arrays are read as the codes of the part's format (the element, or
-    e8m0 / e4m3 scales).  `sr_seed` seeds a stochastic rounding's random bits (``--sr-seed``).  A missing input the pass needs, an
+    e8m0 / e4m3 scales).  `state` is the delayed-scaling state (``--state``: lowbit state's JSON as a dict,
+    layers "x", "w", "dy"); the state after the step is ``Run.next_state``.  `sr_seed` seeds a stochastic rounding's random bits (``--sr-seed``).  A missing input the pass needs, an
     input the pass does not read, another format than the storage or mismatched shapes are a ValueError naming
     the argument.
 
@@ -196,9 +201,12 @@ def run(contract: Any, *, x: Any = None, w: Any = None, dy: Any = None, bias: An
             fmt = formats[key] if isinstance(value, np.ndarray) and value.dtype.kind == "u" else None
             flat, fmt_name, shape = source(value, f"stored[{key!r}]", fmt)
             parts[key] = (flat, fmt_name, [int(d) for d in shape])
-    name, stages = _lowbit.contract_run(label, text, pass_, inputs["x"], inputs["w"], inputs["dy"], inputs["bias"],
-                                        inputs["residual"], parts, None if sr_seed is None else int(sr_seed))
-    out = Run(name, pass_)
+    if state is not None and not isinstance(state, Mapping):
+        raise TypeError(f"state: expected a dict (lowbit state's JSON), not {type(state).__name__}")
+    name, stages, next_state = _lowbit.contract_run(
+        label, text, pass_, inputs["x"], inputs["w"], inputs["dy"], inputs["bias"], inputs["residual"], parts,
+        None if state is None else json.dumps(state), None if sr_seed is None else int(sr_seed))
+    out = Run(name, pass_, next_state=None if next_state is None else json.loads(next_state))
     for stage, part, description, fmt, shape, codes, tolerance in stages:
         width = _lowbit.format_info(fmt)["storage_bytes"]
         array = wrap_codes(codes.astype(UINT_OF_BYTES[width]), fmt, tuple(shape))

@@ -302,6 +302,31 @@ def test_activation_tolerance():
     assert "output[0, 0]: expected 0x3f57625f" in c.text and ", 1 ulp" in c.text
 
 
+def test_delayed_state_as_the_command_line(tmp_path):
+    # te-delayed@sm90 from a given state (scales 3 and 0.7): the stages and next_state.json of `contract run
+    # --state`, byte for byte and key for key.
+    hist = ["0x00000000"] * 7 + ["0x40400000"]
+    state = {"layers": {"x": {"history": hist, "scale": "0x40400000"}, "w": {"history": hist, "scale": "0x3f333333"},
+                        "dy": {"history": hist, "scale": "0x3f800000", "element": "e5m2"}}}
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    rng = np.random.default_rng(2)
+    arrays = {"x": bf16(rng.standard_normal((3, 64))), "w": bf16(rng.standard_normal((8, 64))),
+              "bias": bf16(rng.standard_normal(8))}
+    for t, a in arrays.items():
+        np.save(tmp_path / f"{t}.npy", a.view(np.uint16))
+    cli("contract", "run", "--contract", "te-delayed@sm90", "--x", tmp_path / "x.npy", "--w", tmp_path / "w.npy",
+        "--bias", tmp_path / "bias.npy", "--state", tmp_path / "state.json", "--out", tmp_path / "run")
+    r = lowbit.contract.run("te-delayed@sm90", state=state, **arrays)
+    for s in r.stages:
+        assert np.load(tmp_path / "run" / f"{s.key}.npy").tobytes() == np.ascontiguousarray(s.array).tobytes(), s.key
+    assert r.next_state == json.loads((tmp_path / "run" / "next_state.json").read_text())
+    assert r.next_state["layers"]["dy"]["scale"] == "0x3f800000"  # fprop does not step dY
+    with pytest.raises(ValueError, match=r"^state: .*layer 'q'"):
+        lowbit.contract.run("te-delayed@sm90", state={"layers": {"q": state["layers"]["x"]}}, **arrays)
+    with pytest.raises(ValueError, match=r"^state: .*quantizes no tensor with the delayed scheme"):
+        lowbit.contract.run("te-current@sm90", state=state, **arrays)
+
+
 def test_check_names_what_the_command_lines_check_names(tmp_path):
     # A kernel whose output differs in three elements (one a NaN) and whose accumulator differs in one: the
     # same differing elements, codes and decoded values as `lowbit contract check` prints, and the same verdict.
