@@ -4,8 +4,8 @@
 # static library and the CMake package, installed under /usr.
 #
 # Depends: what the command line links at run time, computed by dpkg-shlibdeps from the binary when cpack
-# runs (cmake/lowbitCPackProject.cmake.in; on Debian 12: libc6, libgcc-s1, libgmp10, libhwy1, libstdc++6,
-# libtbb12, with their minimum versions).
+# runs (cmake/lowbitCPackProject.cmake.in; on Debian 12: libc6, libgcc-s1, libgmp10, libhwy1, libmpfr6 (the
+# contracts' activations), libstdc++6, libtbb12, libopenblas0, with their minimum versions).
 # Recommends: what find_package(lowbit) needs besides (lowbitConfig.cmake.in): a user of the command line
 # alone can leave them out.  Suggests: python3 with matplotlib, which `lowbit report` runs for its figures
 # (`--json-only` needs neither).

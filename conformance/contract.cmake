@@ -24,3 +24,9 @@ add_test(NAME contract_suites
                  ${CMAKE_CURRENT_SOURCE_DIR}/contract/test_contract_suites.py)
 set_tests_properties(contract_suites PROPERTIES LABELS quick TIMEOUT 600 ENVIRONMENT
   "LOWBIT=$<TARGET_FILE:lowbit>;LOWBIT_PLANTED_PLUGIN=$<TARGET_FILE:lowbit_plugin_planted_bug>;LOWBIT_MISBEHAVING_PLUGIN=$<TARGET_FILE:lowbit_plugin_misbehaving>")
+# A contract's gelu and silu steps: the correctly rounded f32 reference (MPFR) against values computed
+# independently with mpmath (in the test's comments), and `contract check` within the stated ulp tolerance.
+add_test(NAME contract_activation
+         COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider -rs
+                 ${CMAKE_CURRENT_SOURCE_DIR}/contract/test_contract_activation.py)
+set_tests_properties(contract_activation PROPERTIES LABELS quick TIMEOUT 600 ENVIRONMENT "LOWBIT=$<TARGET_FILE:lowbit>")

@@ -24,7 +24,8 @@ jobs=${LOWBIT_JOBS:-$(nproc)}
 log() { printf '[setup %4ds] %s\n' "$SECONDS" "$*"; }
 
 # ---- Debian packages -----------------------------------------------------------------------------
-# What the top-level CMakeLists.txt finds, one package per dependency (MPFR: the tests' second oracle; Eigen:
+# What the top-level CMakeLists.txt finds, one package per dependency (MPFR: the contracts' gelu and silu
+# references and the tests' second oracle; Eigen:
 # the benchmarks' peer).
 packages=(
   build-essential cmake ninja-build pkg-config ccache

@@ -5,6 +5,7 @@ exit 2, the JSON path or the argument named, and nothing written.
 """
 import json
 import os
+import shutil
 import subprocess
 
 import numpy as np
@@ -164,7 +165,7 @@ def edited(**changes):
 
 
 def test_unknown_step(tmp_path):
-    refused(tmp_path, edited(**{"passes/fprop/epilogue/1/step": "gelu"}), "passes.fprop.epilogue[1].step", "gelu")
+    refused(tmp_path, edited(**{"passes/fprop/epilogue/1/step": "swish"}), "passes.fprop.epilogue[1].step", "swish")
 
 
 def test_unknown_cast_format(tmp_path):
@@ -244,6 +245,233 @@ def test_pass_the_contract_does_not_define(tmp_path):
     assert not out.exists()
 
 
+# ---- an operand stored already quantized, derived by hand ----------------------------------------------------
+#
+# W is stored as per-tensor e4m3 codes with its decode scale (storage.w.quantized: a serving checkpoint's FP8
+# weight and weight_scale); X is f32, not quantized; the exact GEMM, dequantize, cast to bf16.
+#  * W's codes [[0x38, 0x40, 0xc8, 0x50]] are [1, 2, -4, 8] (e4m3: bias 7; 0x50 = 2^(10-7)), scale 0.25
+#    (0x3e800000).  The largest code is 8, not 448: quantizing W's values (0.25, 0.5, -1, 2) again would scale
+#    them to 448 and write other codes, so the stage w.quantized equal to the inputs shows none was made.
+#  * X = [[1, 2, -3, 0.5]]: accumulator 1 + 4 + 12 + 4 = 21 (0x41a80000); dequantize fp32(1 * 0.25) * 21 = 5.25
+#    (1.3125 * 2^2: 0x40a80000); bf16 keeps it exactly: 0x40a8.
+STORED = {
+    "lowbit_contract": 1,
+    "name": "stored",
+    "storage": {"x": "f32", "w": {"quantized": {"quantization_format": "tensor", "element": "e4m3"}}},
+    "passes": {"fprop": {"x": {"quantize": None}, "w": {"quantize": None}, "procedure": "exact",
+                         "epilogue": [{"step": "dequantize"}, {"step": "cast", "format": "bf16"}]}},
+}
+
+
+def stored_inputs(tmp_path, codes=((0x38, 0x40, 0xC8, 0x50),), scales=((0.25,),), codes_dtype=np.uint8):
+    np.save(tmp_path / "x.npy", np.array([[1, 2, -3, 0.5]], dtype=np.float32))
+    np.save(tmp_path / "wc.npy", np.array(codes, dtype=codes_dtype))
+    np.save(tmp_path / "ws.npy", np.array(scales, dtype=np.float32))
+    return ["--x", str(tmp_path / "x.npy"), "--w-codes", str(tmp_path / "wc.npy"), "--w-scales",
+            str(tmp_path / "ws.npy")]
+
+
+def test_stored_operand_enters_unchanged(tmp_path):
+    c = write(tmp_path, "stored.json", STORED)
+    out = str(tmp_path / "run")
+    ok(["contract", "run", "--contract", c, *stored_inputs(tmp_path), "--out", out])
+    assert bits(stage(out, "w.quantized.codes.npy")) == [0x38, 0x40, 0xC8, 0x50]
+    assert bits(stage(out, "w.quantized.scales.npy")) == [0x3E800000]
+    assert bits(stage(out, "accumulator.npy")) == [0x41A80000]
+    assert bits(stage(out, "epilogue[0].dequantize.npy")) == [0x40A80000]
+    assert bits(stage(out, "output.npy")) == [0x40A8]
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert [(e["name"], e["format"]) for e in manifest["inputs"]] == [("x", "f32"), ("w.codes", "e4m3"),
+                                                                      ("w.scales", "f32")]
+    assert not (tmp_path / "run" / "x.quantized.codes.npy").exists()  # X is not quantized
+
+
+def stored_refused(tmp_path, doc, args, *names):
+    c = write(tmp_path, "bad.json", doc)
+    out = tmp_path / "never"
+    rc, stdout, err = run(["contract", "run", "--contract", c, *args, "--out", str(out)])
+    assert rc == 2, err
+    for n in names:
+        assert n in err, f"{n!r} not in {err}"
+    assert not out.exists() and stdout == ""
+
+
+def test_stored_scales_that_do_not_fit_the_codes(tmp_path):
+    stored_refused(tmp_path, STORED, stored_inputs(tmp_path, scales=((0.25,), (0.5,))), "--w-scales:",
+                   "has shape [2, 1]", "[1, 1] scales")
+
+
+def test_stored_codes_of_another_dtype(tmp_path):
+    stored_refused(tmp_path, STORED, stored_inputs(tmp_path, codes_dtype=np.float32), "--w-codes:", "'<f4'",
+                   "'|u1'")
+
+
+def test_stored_code_out_of_range(tmp_path):
+    doc = json.loads(json.dumps(STORED))
+    doc["storage"]["w"]["quantized"] = {"quantization_format": "nvfp4"}
+    doc["passes"]["fprop"]["procedure"] = "blackwell-mxf4nvf4"
+    doc["passes"]["fprop"]["x"]["quantize"] = {"quantization_format": "nvfp4"}
+    x = np.ones((1, 16), dtype=np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "wc.npy", np.full((1, 16), 0x10, dtype=np.uint8))  # e2m1 has 4 bits
+    np.save(tmp_path / "ws.npy", np.full((1, 1), 0x38, dtype=np.uint8))
+    np.save(tmp_path / "wt.npy", np.ones(1, dtype=np.float32))
+    args = ["--x", str(tmp_path / "x.npy"), "--w-codes", str(tmp_path / "wc.npy"), "--w-scales",
+            str(tmp_path / "ws.npy"), "--w-tensor-scale", str(tmp_path / "wt.npy")]
+    stored_refused(tmp_path, doc, args, "--w-codes:", "element 0", "not a code of e2m1")
+    # Without the tensor scale NVFP4 stores: missing, named.
+    stored_refused(tmp_path, doc, args[:-2], "--w-tensor-scale:", "missing")
+
+
+def test_stored_operand_needs_its_parts_not_the_tensor(tmp_path):
+    np.save(tmp_path / "w.npy", np.ones((1, 4), dtype=np.float32))
+    stored_refused(tmp_path, STORED, stored_inputs(tmp_path)[:2] + ["--w", str(tmp_path / "w.npy")], "--w:",
+                   "stored quantized")
+    stored_refused(tmp_path, STORED, stored_inputs(tmp_path)[:4], "--w-scales:", "missing")
+    # A tensor scale the per-tensor scheme does not store.
+    np.save(tmp_path / "wt.npy", np.ones(1, dtype=np.float32))
+    stored_refused(tmp_path, STORED, stored_inputs(tmp_path) + ["--w-tensor-scale", str(tmp_path / "wt.npy")],
+                   "--w-tensor-scale:", "stores no tensor_scale")
+
+
+def test_stored_documents_refused_by_path(tmp_path):
+    args = stored_inputs(tmp_path)
+    doc = json.loads(json.dumps(STORED))
+    doc["passes"]["fprop"]["w"]["quantize"] = {"quantization_format": "tensor", "element": "e4m3"}
+    stored_refused(tmp_path, doc, args, "passes.fprop.w.quantize", "give \"quantize\": null")
+    doc = json.loads(json.dumps(STORED))
+    doc["storage"]["w"]["quantized"]["element"] = "e2m1"
+    doc["passes"]["fprop"]["x"]["quantize"] = {"quantization_format": "tensor", "element": "e4m3"}
+    doc["passes"]["fprop"]["procedure"] = "hopper-fp8"
+    stored_refused(tmp_path, doc, args, "passes.fprop.w.quantize", "not e2m1 (stored: storage.w)")
+    doc = json.loads(json.dumps(STORED))
+    doc["storage"]["w"]["quantized"] = {"quantization_format": "nvfp4", "variant": "compressed-tensors"}
+    stored_refused(tmp_path, doc, args, "storage.w.quantized.variant", "reciprocal")
+    doc = json.loads(json.dumps(STORED))
+    doc["storage"]["w"]["quantized"] = {"quantization_format": "tensor", "element": "e4m3", "rounding": "sr-a",
+                                        "sr_bits": 8}
+    stored_refused(tmp_path, doc, args, "storage.w.quantized.rounding")
+    # dgrad reads Wᵀ: block scales along W's rows do not transpose.
+    doc = json.loads(json.dumps(STORED))
+    doc["storage"] = {"w": {"quantized": {"quantization_format": "mx", "element": "e4m3"}}, "dy": "f32"}
+    doc["passes"] = {"dgrad": {"dy": {"quantize": None}, "w": {"quantize": None}, "procedure": "exact",
+                               "epilogue": []}}
+    stored_refused(tmp_path, doc, args, "passes.dgrad.w", "only a per-tensor scale transposes")
+
+
+# ---- TE delayed scaling: the state in, the next state out ---------------------------------------------------
+#
+# X = [[224, -112, 1, 0]] (bf16), per-tensor delayed e4m3 (TE DelayedScaling, margin 0, algorithm max).
+#  * Step 1, no --state: TE's first step, scale 1 and 1024 zero amaxes.  Codes at scale 1: 224 = 1.75 * 2^7 ->
+#    0x76, -112 -> 0xee, 1 -> 0x38, 0 -> 0x00; the decode scale fp32(1 / 1) = 0x3f800000.  The update records
+#    amax 224 in slot 0, takes the next scale from the history's max, fp32(448 / 224) = 2 (0x40000000), and
+#    rolls the history by one (torch.roll(-1) in delayed_scaling.cu): 224 (0x43600000) lands in slot 1023.
+#  * Step 2 from that state: X times 2: 448 -> 0x7e, -224 -> 0xf6, 2 -> 0x40; decode scale 0.5 (0x3f000000);
+#    the next history holds 224 in slots 1022 and 1023, the next scale is 2 again.
+DELAYED = {
+    "lowbit_contract": 1,
+    "name": "delayed",
+    "storage": {"x": "bf16", "w": "bf16"},
+    "passes": {"fprop": {"x": {"quantize": {"quantization_format": "delayed", "element": "e4m3"}},
+                         "w": {"quantize": None}, "procedure": "exact",
+                         "epilogue": [{"step": "dequantize"}, {"step": "cast", "format": "f32"}]}},
+}
+
+
+def test_delayed_state_in_and_out(tmp_path):
+    c = write(tmp_path, "delayed.json", DELAYED)
+    np.save(tmp_path / "x.npy", to_bf16_bits(np.array([[224, -112, 1, 0]])))
+    np.save(tmp_path / "w.npy", to_bf16_bits(np.array([[1, 0, 0, 0]])))
+    base = ["contract", "run", "--contract", c, "--x", str(tmp_path / "x.npy"), "--w", str(tmp_path / "w.npy")]
+    ok([*base, "--out", str(tmp_path / "s1")])
+    s1 = str(tmp_path / "s1")
+    assert bits(stage(s1, "x.quantized.codes.npy")) == [0x76, 0xEE, 0x38, 0x00]
+    assert bits(stage(s1, "x.quantized.scales.npy")) == [0x3F800000]
+    assert bits(stage(s1, "x.state.scale.npy")) == [0x40000000]
+    h = bits(stage(s1, "x.state.history.npy"))
+    assert len(h) == 1024 and h[1023] == 0x43600000 and not any(h[:1023])
+    nxt = json.loads((tmp_path / "s1" / "next_state.json").read_text())
+    assert nxt["layers"]["x"]["scale"] == "0x40000000" and nxt["layers"]["x"]["element"] == "e4m3"
+    assert json.loads((tmp_path / "s1" / "manifest.json").read_text())["state"] is None
+    ok([*base, "--state", str(tmp_path / "s1" / "next_state.json"), "--out", str(tmp_path / "s2")])
+    s2 = str(tmp_path / "s2")
+    assert bits(stage(s2, "x.quantized.codes.npy")) == [0x7E, 0xF6, 0x40, 0x00]
+    assert bits(stage(s2, "x.quantized.scales.npy")) == [0x3F000000]
+    h = bits(stage(s2, "x.state.history.npy"))
+    assert h[1022] == h[1023] == 0x43600000 and not any(h[:1022])
+    assert bits(stage(s2, "x.state.scale.npy")) == [0x40000000]
+    # The kernel's updated state is a stage like any other: a wrong next scale is named.
+    k = tmp_path / "kernel"
+    k.mkdir()
+    shutil.copy(tmp_path / "s2" / "output.npy", k / "output.npy")
+    np.save(k / "x.state.scale.npy", np.array([1.0], np.float32))
+    rc, out, _ = run(["contract", "check", "--contract", c, "--inputs", s2, "--results", str(k)])
+    assert rc == 1 and "x.state.scale[0]: expected 0x40000000 (2), actual 0x3f800000 (1)" in out, out
+
+
+def test_delayed_state_refusals(tmp_path):
+    c = write(tmp_path, "delayed.json", DELAYED)
+    np.save(tmp_path / "x.npy", to_bf16_bits(np.ones((1, 4))))
+    base = ["contract", "run", "--x", str(tmp_path / "x.npy"), "--w", str(tmp_path / "x.npy")]
+    (tmp_path / "bad.json").write_text(json.dumps({"layers": {"q": {"history": ["0x00000000"], "scale": "0x3f800000"}}}))
+    rc, _, err = run([*base, "--contract", c, "--state", str(tmp_path / "bad.json"), "--out", str(tmp_path / "n1")])
+    assert rc == 2 and "--state:" in err and "layer 'q'" in err and not (tmp_path / "n1").exists(), err
+    np.save(tmp_path / "w.npy", to_bf16_bits(np.ones((2, 4))))
+    np.save(tmp_path / "b.npy", to_bf16_bits(np.ones(2)))
+    (tmp_path / "good.json").write_text(json.dumps({"layers": {"x": {"history": ["0x00000000"], "scale": "0x3f800000"}}}))
+    rc, _, err = run(["contract", "run", "--contract", "te-current@sm90", "--x", str(tmp_path / "x.npy"), "--w",
+                      str(tmp_path / "w.npy"), "--bias", str(tmp_path / "b.npy"), "--state",
+                      str(tmp_path / "good.json"), "--out", str(tmp_path / "n2")])
+    assert rc == 2 and "--state:" in err and "quantizes no tensor with the delayed scheme" in err, err
+    assert not (tmp_path / "n2").exists()
+
+
+@pytest.mark.parametrize("pass_name", ["fprop", "dgrad", "wgrad"])
+def test_te_delayed_with_a_state_equals_composition(tmp_path, pass_name):
+    # Each tensor's state given (a training state's layers x, w, dy; histories not all zero, scales not 1), the
+    # operands quantized by `lowbit quantize --scheme delayed --state` from the same one-layer states.
+    contract = json.loads(ok(["contract", "show", "te-delayed@sm90", "--json"]))
+    rng = np.random.default_rng(11)
+    layers = {}
+    for t, scale in (("x", 3.5), ("w", 200.0), ("dy", 65536.0)):
+        hist = np.zeros(16, np.float32)
+        hist[3] = rng.uniform(1, 5)
+        layers[t] = {"history": [f"{int(v):#010x}" for v in hist.view(np.uint32)],
+                     "scale": f"{int(np.float32(scale).view(np.uint32)):#010x}", "algorithm": "max", "margin": 0}
+    (tmp_path / "state.json").write_text(json.dumps({"layers": layers}))
+    m, n, k = 5, 7, 64
+    x, w = inputs("random", m, n, k, rng)
+    dy = to_bf16_bits(rng.standard_normal((m, n)) * 1e-3)
+    files = {}
+    for t, a in (("x", x), ("w", w), ("dy", dy), ("bias", to_bf16_bits(rng.standard_normal(n)))):
+        files[t] = str(tmp_path / f"{t}.npy")
+        np.save(files[t], a)
+    reads = {"fprop": ("x", "w"), "dgrad": ("dy", "w"), "wgrad": ("dy", "x")}[pass_name]
+    args = ["contract", "run", "--contract", "te-delayed@sm90", "--pass", pass_name, "--state",
+            str(tmp_path / "state.json"), "--out", str(tmp_path / "run")]
+    for t in reads + (("bias",) if pass_name == "fprop" else ()):
+        args += [f"--{t}", files[t]]
+    ok(args)
+    # The composition: each operand's one-layer state file for quantize --state (which steps it in place).
+    fp = contract["passes"][pass_name]
+    (ta, a_t), (tb, b_t) = OPERANDS[pass_name]
+    got_q = {}
+    for role, t, tr in (("qa", ta, a_t), ("qb", tb, b_t)):
+        st = tmp_path / f"{role}-state.json"
+        st.write_text(json.dumps(layers[t]))
+        codes, scales, _ = quantize(tmp_path, role, along_k(tmp_path, files, t, tr), fp[t]["quantize"], str(st))
+        got_q[t] = (codes, scales, json.loads(st.read_text()))
+        assert (np.load(tmp_path / "run" / f"{t}.quantized.codes.npy") == codes).all()
+        assert (np.load(tmp_path / "run" / f"{t}.quantized.scales.npy") == scales).all()
+        # The stepped state is quantize --state's, slot for slot.
+        want_hist = [int(h, 16) for h in got_q[t][2]["history"]]
+        assert bits(np.load(tmp_path / "run" / f"{t}.state.history.npy")) == want_hist
+        assert bits(np.load(tmp_path / "run" / f"{t}.state.scale.npy")) == [int(got_q[t][2]["scale"], 16)]
+    nxt = json.loads((tmp_path / "run" / "next_state.json").read_text())["layers"]
+    untouched = ({"x", "w", "dy"} - set(reads)).pop()
+    assert nxt[untouched]["scale"] == layers[untouched]["scale"]  # carried unchanged
+
+
 # ---- named contracts' fprop against an independent composition ---------------------------------------------
 ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes is not installed (pip install -r requirements.txt)")
 
@@ -283,8 +511,10 @@ FLAG = {"quantization_format": "--scheme", "element": "--element", "block_size":
 SR_SEED = 1
 
 
-def quantize(tmp, name, src, recipe):
+def quantize(tmp, name, src, recipe, state=None):
     args = ["quantize", "--in", src, "--in-format", "bf16", "--out", str(tmp / name)]
+    if state:
+        args += ["--state", state]  # the delayed scheme's state (quantize --state's one-layer JSON), stepped there
     for key, value in recipe.items():
         if key == "eps":
             continue  # applied to the scales below
@@ -349,15 +579,22 @@ def compose(tmp, contract, x_path, w_path, b_path, pass_name="fprop", files=None
     files = files or {"x": x_path, "w": w_path}
     (ta, a_t), (tb, b_t) = OPERANDS[pass_name]
     fx, fw = fp[ta]["quantize"], fp[tb]["quantize"]
+    # An operand stored already quantized (storage.<t>.quantized) enters as stored: its codes and scales are
+    # the files `stored_parts` made with lowbit quantize, not quantized again.
+    if isinstance(contract["storage"].get(tb), dict):
+        fw = contract["storage"][tb]["quantized"]
+        wc, ws, wts = [np.load(files[f"{tb}.{p}"]) if f"{tb}.{p}" in files else None
+                       for p in ("codes", "scales", "tensor_scale")]
+    else:
+        wc, ws, wts = quantize(tmp, "qb", along_k(tmp, files, tb, b_t), fw)
     xc, xs, xts = quantize(tmp, "qa", along_k(tmp, files, ta, a_t), fx)
-    wc, ws, wts = quantize(tmp, "qb", along_k(tmp, files, tb, b_t), fw)
     elem = lambda q: q.get("element", "e2m1" if q["quantization_format"].startswith("nvfp4") else "e4m3")
     np.save(tmp / "a.npy", xc)
     np.save(tmp / "b.npy", np.ascontiguousarray(wc.T))
     args = ["gemm", "--model", fp["procedure"], "--a", str(tmp / "a.npy"), "--b", str(tmp / "b.npy"),
             "--a-format", elem(fx), "--b-format", elem(fw), "--out", str(tmp / "d.npy")]
     scheme = fx["quantization_format"]
-    per_tensor = scheme == "tensor"
+    per_tensor = scheme in ("tensor", "delayed")
     if per_tensor and not any(s["step"] == "dequantize" for s in fp["epilogue"]):
         # A promoted procedure multiplies the per-tensor decode scales inside each promotion (docs/contract.md):
         # lowbit gemm's --scale-a / --scale-b on the same procedure.
@@ -400,6 +637,27 @@ def compose(tmp, contract, x_path, w_path, b_path, pass_name="fprop", files=None
     raise AssertionError("every named pass ends in a bf16 or f32 cast")
 
 
+def stored_parts(tmp, contract, t, src):
+    """An operand the contract stores already quantized, made from its bf16 values by `lowbit quantize` with the
+    storage's recipe (what a checkpoint's exporter writes): {"w.codes": path, ...} and the run's arguments."""
+    recipe = contract["storage"][t]["quantized"]
+    quantize(tmp, f"stored-{t}", src, recipe)
+    files, args = {}, []
+    for part in ("codes", "scales", "tensor_scale"):
+        path = tmp / f"stored-{t}" / f"{part}.npy"
+        if path.exists():
+            files[f"{t}.{part}"] = str(path)
+            args += [f"--{t}-{part.replace('_', '-')}", str(path)]
+    return files, args
+
+
+def tensor_args(tmp, contract, t, path):
+    """`contract run`'s arguments for a tensor given as bf16 values: --t, or a stored operand's parts."""
+    if isinstance(contract["storage"].get(t), dict):
+        return stored_parts(tmp, contract, t, path)
+    return {t: path}, [f"--{t}", path]
+
+
 @pytest.mark.parametrize("name", NAMED)
 @pytest.mark.parametrize("kind", ["random", "zeros", "outlier", "saturating", "nonfinite"])
 def test_named_fprop_equals_composition(tmp_path, name, kind):
@@ -410,13 +668,16 @@ def test_named_fprop_equals_composition(tmp_path, name, kind):
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "w.npy", w)
     np.save(tmp_path / "bias.npy", to_bf16_bits(rng.standard_normal(n)))
-    args = ["contract", "run", "--contract", name, "--x", str(tmp_path / "x.npy"), "--w", str(tmp_path / "w.npy"),
+    files = {"x": str(tmp_path / "x.npy")}
+    w_files, w_args = tensor_args(tmp_path, contract, "w", str(tmp_path / "w.npy"))
+    files.update(w_files)
+    args = ["contract", "run", "--contract", name, "--x", str(tmp_path / "x.npy"), *w_args,
             "--out", str(tmp_path / "run")]
     has_bias = any(s["step"] == "bias" for s in contract["passes"]["fprop"]["epilogue"])
     if has_bias:
         args += ["--bias", str(tmp_path / "bias.npy")]
     ok(args)
-    want = compose(tmp_path, contract, str(tmp_path / "x.npy"), str(tmp_path / "w.npy"), str(tmp_path / "bias.npy"))
+    want = compose(tmp_path, contract, None, None, str(tmp_path / "bias.npy"), files=files)
     got = np.load(tmp_path / "run" / "output.npy")
     assert got.dtype == np.uint16 and got.shape == (m, n)
     diff = np.argwhere(got != want)
@@ -478,7 +739,7 @@ def test_every_pass_runs_at_its_shape(tmp_path, name):
     for p, spec in contract["passes"].items():
         args = ["contract", "run", "--contract", name, "--pass", p, "--sr-seed", "1", "--out", str(tmp_path / p)]
         for t in reads[p]:
-            args += [f"--{t}", files[t]]
+            args += tensor_args(tmp_path, contract, t, files[t])[1]
         if any(s["step"] == "bias" for s in spec["epilogue"]):
             args += ["--bias", str(tmp_path / "bias.npy")]
         ok(args)

@@ -45,7 +45,19 @@ def make_run(tmp_path, name, pass_name, seed=1):
         np.save(files[t], bf16_bits(rng.standard_normal(shape)))
     spec = json.loads(run(["contract", "show", name, "--json"])[1])["passes"][pass_name]
     args = ["contract", "run", "--contract", name, "--pass", pass_name, "--sr-seed", seed, "--out", tmp_path / "run"]
+    storage = json.loads(run(["contract", "show", name, "--json"])[1])["storage"]
     for t in READS[pass_name] + (("bias",) if any(s["step"] == "bias" for s in spec["epilogue"]) else ()):
+        if isinstance(storage.get(t), dict):
+            # Stored already quantized: its parts from `lowbit quantize` with the storage's scheme (every
+            # named storage recipe is a scheme alone).
+            q = tmp_path / f"stored-{t}"
+            rc, _, err = run(["quantize", "--in", files[t], "--in-format", "bf16", "--scheme",
+                              storage[t]["quantized"]["quantization_format"], "--out", q])
+            assert rc == 0, err
+            for part in ("codes", "scales", "tensor_scale"):
+                if (q / f"{part}.npy").exists():
+                    args += [f"--{t}-{part.replace('_', '-')}", q / f"{part}.npy"]
+            continue
         args += [f"--{t}", files[t]]
     rc, _, err = run(args)
     assert rc == 0, err
@@ -66,6 +78,32 @@ def test_the_planted_plugin_passes_every_named_pass(tmp_path, name, pass_name):
         assert f"accumulator.npy: {size['accumulator.npy']} elements equal" in out
         assert out.count("not supplied") == len(want) - 2
         assert out.endswith(f"ok: {size['output.npy'] + size['accumulator.npy']} elements equal\n")
+
+
+def test_a_delayed_state_reaches_the_plugin(tmp_path):
+    # te-delayed@sm90 run from a given state (scales 3 and 0.7, not the fresh 1, and not powers of two, which
+    # would only shift the exponents): the plugin's contract entry gets the state in its request, and its
+    # output equals the run's only if it quantized with those scales.
+    rng = np.random.default_rng(3)
+    for t, shape in {"x": (3, 64), "w": (32, 64), "bias": (32,)}.items():
+        np.save(tmp_path / f"{t}.npy", bf16_bits(rng.standard_normal(shape)))
+    hist = ["0x00000000"] * 7 + ["0x40400000"]
+    state = {"layers": {"x": {"history": hist, "scale": "0x40400000"}, "w": {"history": hist, "scale": "0x3f333333"}}}
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    rc, _, err = run(["contract", "run", "--contract", "te-delayed@sm90", "--x", tmp_path / "x.npy", "--w",
+                      tmp_path / "w.npy", "--bias", tmp_path / "bias.npy", "--state", tmp_path / "state.json",
+                      "--out", tmp_path / "run"])
+    assert rc == 0, err
+    # The decode scale fp32(1 / 3) = 0x3eaaaaab.
+    assert np.load(tmp_path / "run" / "x.quantized.scales.npy").view(np.uint32).ravel().tolist() == [0x3EAAAAAB]
+    # Without the state (TE's first step, scale 1) the output differs: the test can fail.
+    rc, _, err = run(["contract", "run", "--contract", "te-delayed@sm90", "--x", tmp_path / "x.npy", "--w",
+                      tmp_path / "w.npy", "--bias", tmp_path / "bias.npy", "--out", tmp_path / "fresh"])
+    assert rc == 0, err
+    assert (np.load(tmp_path / "fresh" / "output.npy") != np.load(tmp_path / "run" / "output.npy")).any()
+    rc, out, err = run(["contract", "check", "--contract", "te-delayed@sm90", "--inputs", tmp_path / "run",
+                        "--plugin", PLANTED, "--in-process"])
+    assert rc == 0 and "output.npy: 96 elements equal" in out, out + err
 
 
 def test_the_planted_bug_is_named(tmp_path):

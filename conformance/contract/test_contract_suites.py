@@ -60,7 +60,8 @@ def test_committed_suite_is_what_contract_run_writes(tmp_path, suite):
         out = tmp_path / f"case-{i}"
         args = ["contract", "run", "--contract", m["contract"], "--pass", case["recipe"]["pass"], "--out", out]
         for name, path in inputs.items():
-            args += [f"--{name}", path]
+            # A stored operand's parts are named as the run's inputs: w.tensor_scale is --w-tensor-scale.
+            args += [f"--{name.replace('.', '-').replace('_', '-')}", path]
         if "sr_seed" in case["recipe"]:
             args += ["--sr-seed", case["recipe"]["sr_seed"]]
         rc, _, err = run(args)

@@ -13,7 +13,7 @@ import install_helpers as h
 # library that ldd lists: libc.so.6 and libm.so.6 are libc6's, libgcc_s.so.1 libgcc-s1's, libgmp.so.10
 # libgmp10's, libhwy.so.1 libhwy1's, libstdc++.so.6 libstdc++6's, libtbb.so.12 libtbb12's, libopenblas.so.0
 # one of OpenBLAS's three builds, which its shlibs file names by their common package libopenblas0).
-DEBIAN_12_DEPENDS = {"libc6", "libgcc-s1", "libgmp10", "libhwy1", "libstdc++6", "libtbb12", "libopenblas0"}
+DEBIAN_12_DEPENDS = {"libc6", "libgcc-s1", "libgmp10", "libhwy1", "libmpfr6", "libstdc++6", "libtbb12", "libopenblas0"}
 # OpenBLAS's shlibs file (Debian 12) gives no minimum version, and names the package that stands for its
 # pthread, OpenMP and serial builds, one of which holds the library ldd finds.
 UNVERSIONED = {"libopenblas0"}

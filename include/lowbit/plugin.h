@@ -102,9 +102,10 @@ typedef struct lowbit_plugin {
 
   /* Run one pass of a precision contract (docs/contract.md) as a fused kernel would, for `lowbit contract
    * check --plugin`.  `request_json` is {"contract": the contract's document, "pass": "fprop" | "dgrad" |
-   * "wgrad", "sr_seed": N (only when a recipe rounds stochastically)}; inputs are the tensors the pass
-   * reads, named "x", "w", "dy", "bias", "residual", as `lowbit contract run` wrote them (bf16 as "<u2"
-   * codes); outputs are every stage of the run, preallocated and named as its files without ".npy"
+   * "wgrad", "sr_seed": N (only when a recipe rounds stochastically), "state": the delayed-scaling state
+   * the run was given, `lowbit state`'s JSON (only when it was given)}; inputs are the tensors the pass
+   * reads, named "x", "w", "dy", "bias", "residual" (an operand stored quantized as its parts "w.codes",
+   * "w.scales", "w.tensor_scale"), as `lowbit contract run` wrote them (bf16 as "<u2" codes); outputs are every stage of the run, preallocated and named as its files without ".npy"
    * ("x.quantized.codes", "accumulator", "epilogue[1].bias", "amax", "output").  The plugin writes
    * "output" and whichever intermediates it computes, and sets `count` to 0 on each output it leaves
    * unwritten: those are not compared.  NULL: the plugin runs no contract. */

@@ -92,6 +92,10 @@ const Format& storage_format(const Node& n) {
   n.fail(std::string(f.name) + " is not a storage format (f32, bf16 or f16)");
 }
 
+// A storage entry: a storage format, or {"quantized": RECIPE} for an operand whose codes and scales are
+// the inputs (a checkpoint's packed weights): the recipe names the scheme, element and scale layout.
+void stored_operand(const Node& n, Operand t, Contract& c);
+
 // "quantize": the recipe keys of a quantized tensor (lowbit/recipe.hpp), every value a string, and "eps".
 Quantization quantization(const Node& n) {
   Quantization q;
@@ -124,8 +128,38 @@ Quantization quantization(const Node& n) {
   return q;
 }
 
+void stored_operand(const Node& n, Operand t, Contract& c) {
+  const int i = static_cast<int>(t);
+  if (!n.j.is_object()) {
+    c.storage[i] = &storage_format(n);
+    return;
+  }
+  n.object({"quantized"}, {"quantized"});
+  const Node r = n.at("quantized");
+  if (r.j.is_null()) r.fail("expected the recipe the stored codes were made with");
+  Quantization q = quantization(r);
+  const layout::ScaleInfo info = layout::scale_info(q);
+  if (info.arrangement == layout::Arrangement::unsupported) r.at("quantization_format").fail(info.why);
+  // The codes are read as they are stored: a transform or a rounding stored in them is the exporter's
+  // business, and a stored Hadamard would need the other operand rotated too, which no step does.
+  if (q.options.hadamard != S::Hadamard::none)
+    r.at("hadamard").fail("a stored operand's codes enter the GEMM as they are; a transform is not modelled");
+  if (q.options.scheme == S::Scheme::nvfp4 || q.options.scheme == S::Scheme::nvfp4_2d)
+    if (q.options.variant == S::Variant::compressed_tensors)
+      r.at("variant").fail(
+          "the stored tensor scale is the decode scale S_dec; compressed-tensors' weight_global_scale is its "
+          "reciprocal: give 1/weight_global_scale with the standard variant");
+  if (is_stochastic(q.options.element_policy.rounding))
+    r.at("rounding").fail("a stored operand's codes are given; a rounding that needs random bits makes none of them");
+  q.stored = true;
+  c.storage[i] = q.options.element;
+  c.stored[i] = q;
+}
+
 Step step(const Node& n) {
-  n.object({"step", "alpha", "beta", "format", "min", "max", "scale", "rounding", "overflow"}, {"step"});
+  n.object({"step", "alpha", "beta", "format", "min", "max", "scale", "rounding", "overflow", "approximation",
+            "tolerance_ulp"},
+           {"step"});
   Step s;
   s.kind = n.at("step").choice<StepKind>();
   // The keys each step takes, beside "step".
@@ -138,6 +172,8 @@ Step step(const Node& n) {
     case StepKind::amax: break;
     case StepKind::clamp: takes = {"min", "max"}; break;
     case StepKind::cast: takes = {"format", "scale", "rounding", "overflow"}; break;
+    case StepKind::gelu: takes = {"approximation", "tolerance_ulp"}; break;
+    case StepKind::silu: takes = {"tolerance_ulp"}; break;
   }
   for (auto it = n.j.begin(); it != n.j.end(); ++it)
     if (it.key() != "step" && !takes.count(it.key()))
@@ -153,6 +189,21 @@ Step step(const Node& n) {
     s.hi = n.at("max").f32();
     const float lo = std::bit_cast<float>(s.lo), hi = std::bit_cast<float>(s.hi);
     if (!(lo <= hi)) n.at("max").fail("max must not be below min (nor NaN)");
+  }
+  if (s.kind == StepKind::gelu || s.kind == StepKind::silu) {
+    // The tolerance is the contract's statement of how far a kernel's approximate activation may lie from the
+    // correctly rounded one; there is no default.
+    if (!n.has("tolerance_ulp"))
+      n.fail(std::string("a ") + name(s.kind) +
+             " step needs \"tolerance_ulp\" (a whole number of ulps, 0 for the correctly rounded value)");
+    const Node t = n.at("tolerance_ulp");
+    if (!t.j.is_number_integer() || t.j.get<long long>() < 0 || t.j.get<long long>() > (1 << 20))
+      t.fail("expected a whole number of ulps in 0..2^20");
+    s.tolerance_ulp = static_cast<std::uint32_t>(t.j.get<long long>());
+    if (s.kind == StepKind::gelu) {
+      if (!n.has("approximation")) n.fail("a gelu step needs \"approximation\": erf or tanh");
+      s.gelu_form = n.at("approximation").choice<GeluForm>();
+    }
   }
   if (s.kind == StepKind::cast) {
     if (!n.has("format")) n.fail("a cast step needs \"format\"");
@@ -172,10 +223,26 @@ Step step(const Node& n) {
 void check_epilogue(const Node& n, const PassContract& p) {
   const bool scales_left = layout::scales_left_for_epilogue(p);
   bool dequantized = false, cast = false, amax = false;
+  const Step* activation = nullptr;
   for (std::size_t i = 0; i < p.epilogue.size(); ++i) {
     const Step& s = p.epilogue[i];
     const Node at = n.at(i);
     if (cast) at.fail("the cast is the last step; nothing follows it");
+    // The exact stages end before an activation: after it only the output cast, into a float format whose
+    // ulps the tolerance counts.
+    if (activation && s.kind != StepKind::cast)
+      at.at("step").fail(std::string("only a cast follows the ") + name(activation->kind) +
+                         " step (the exact stages end before it)");
+    if (activation && s.kind == StepKind::cast) {
+      bool float_out = false;
+      for (const Format* f : {&formats::f32, &formats::bf16, &formats::f16})
+        float_out = float_out || same_format(*s.format, *f);
+      if (!float_out)
+        at.at("format").fail(std::string("after the ") + name(activation->kind) +
+                             " step the output is f32, bf16 or f16 (its tolerance counts their ulps), not " +
+                             s.format->name);
+    }
+    if (s.kind == StepKind::gelu || s.kind == StepKind::silu) activation = &s;
     switch (s.kind) {
       case StepKind::dequantize:
         if (dequantized) at.fail("a second dequantize step");
@@ -203,10 +270,25 @@ PassContract pass_contract(const Node& n, Pass pass, const Contract& c) {
   n.object({a.c_str(), b.c_str(), "procedure", "epilogue"}, {a.c_str(), b.c_str(), "procedure", "epilogue"});
   PassContract p;
   p.pass = pass;
-  for (const auto& [key, q] : {std::pair{a, &p.a}, std::pair{b, &p.b}}) {
+  for (const auto& [key, q, t, form] :
+       {std::tuple{a, &p.a, ops.a, ops.a_form}, std::tuple{b, &p.b, ops.b, ops.b_form}}) {
     const Node operand = n.at(key);
     operand.object({"quantize"}, {"quantize"});
-    *q = quantization(operand.at("quantize"));
+    const auto& stored = c.stored_of(t);
+    if (!stored) {
+      *q = quantization(operand.at("quantize"));
+      continue;
+    }
+    if (!operand.at("quantize").j.is_null())
+      operand.at("quantize")
+          .fail(std::string(name(t)) + " is stored quantized (storage." + name(t) +
+                "): its codes and scales enter the GEMM unchanged; give \"quantize\": null");
+    // The stored scales run along the tensor's rows as stored; a pass that reads the transpose can take
+    // them only when one scale covers the whole tensor.
+    if (form == Form::transposed && layout::scale_info(*stored).arrangement != layout::Arrangement::per_tensor)
+      operand.fail(std::string(name(p.pass)) + " reads " + name(t) + "ᵀ, quantized along the other dimension; " +
+                   name(t) + "'s stored block scales run along its rows (only a per-tensor scale transposes)");
+    *q = *stored;
   }
   const Node proc = n.at("procedure");
   p.procedure = gemm::find_procedure(proc.string());
@@ -219,7 +301,7 @@ PassContract pass_contract(const Node& n, Pass pass, const Contract& c) {
       n.at(key)
           .at("quantize")
           .fail(std::string(p.procedure->name) + " takes " + gemm::operand_text(*p.procedure) + ", not " +
-                element.name);
+                element.name + (q->stored ? std::string(" (stored: storage.") + name(t) + ")" : ""));
     // TE's transform reads bf16 tensors (scale::hadamard_rows_te_bf16): the operand must be stored as bf16.
     if (q->recipe && q->options.hadamard == S::Hadamard::te_bf16 && !same_format(c.storage_of(t), formats::bf16))
       n.at(key)
@@ -227,7 +309,13 @@ PassContract pass_contract(const Node& n, Pass pass, const Contract& c) {
           .at("hadamard")
           .fail(std::string("te-bf16 reads bf16 values; storage.") + name(t) + " is " + c.storage_of(t).name);
   }
-  if (const auto why = layout::scale_problem(p)) n.at(why->first == 0 ? a : b).at("quantize").fail(why->second);
+  if (const auto why = layout::scale_problem(p)) {
+    const Quantization& q = why->first == 0 ? p.a : p.b;
+    const Operand t = why->first == 0 ? ops.a : ops.b;
+    n.at(why->first == 0 ? a : b)
+        .at("quantize")
+        .fail(why->second + (q.stored ? std::string(" (stored: storage.") + name(t) + ")" : ""));
+  }
   const Node epi = n.at("epilogue");
   if (!epi.j.is_array()) epi.fail("expected an array of steps");
   for (std::size_t i = 0; i < epi.j.size(); ++i) p.epilogue.push_back(step(epi.at(i)));
@@ -259,7 +347,7 @@ Contract parse(const json& document) {
   const Node storage = root.at("storage");
   storage.object({"x", "w", "dy"});
   for (Operand t : all<Operand>())
-    if (storage.has(name(t))) c.storage[static_cast<int>(t)] = &storage_format(storage.at(name(t)));
+    if (storage.has(name(t))) stored_operand(storage.at(name(t)), t, c);
   const Node passes = root.at("passes");
   passes.object({"fprop", "dgrad", "wgrad"});
   if (passes.j.empty()) passes.fail("a contract defines at least one pass (fprop, dgrad, wgrad)");

@@ -40,8 +40,9 @@ ScaleInfo scale_info(const Quantization& q) {
       s.format = &formats::f32;
       return s;
     case S::Scheme::delayed:
-      s.arrangement = Arrangement::unsupported;
-      s.why = "the delayed scheme's scale comes from an amax history, which a contract run does not carry";
+      // One f32 scale per tensor, from the run's delayed-scaling state (Inputs::delayed).
+      s.arrangement = Arrangement::per_tensor;
+      s.format = &formats::f32;
       return s;
     case S::Scheme::channel:
       s.arrangement = Arrangement::unsupported;

@@ -11,11 +11,21 @@
 //    MXFP8BlockScaling: E4M3 on every tensor; NVFP4BlockScaling: 16x16 weight blocks, stochastic rounding on
 //    gradients, the random Hadamard transform on the columnwise (wgrad) copies of inputs and gradients, as
 //    TE computes it (scale::hadamard_rows_te_bf16 cites the kernel).
+//  * Transformer Engine DelayedScaling (recipe/__init__.py, the same commit): HYBRID, one scale per tensor
+//    from its amax history (amax_history_len 1024, amax_compute_algo "max", margin 0 by default;
+//    delayed_scaling.cu, scale::delayed_update); the GEMMs as Float8CurrentScaling's (pytorch/module/base.py:
+//    _2X_ACC_FPROP False, _2X_ACC_DGRAD and _2X_ACC_WGRAD True).
 //  * DeepSeek-V3 (arXiv 2412.19437 §3.3): 1x128 activation and gradient tiles, 128x128 weight blocks, E4M3 on
 //    all tensors, WGMMA results promoted into f32 every 128 elements of K, weight gradients kept in FP32
 //    (Figure 6); the wgrad GEMM is DeepGEMM's 1d1d kernel (impls/sm90_fp8_gemm_1d1d.cuh: both operands
 //    per 1x128 along the token dimension, the row of procedure hopper-fp8-blockscaled-1d1d); its quantizer
 //    (tests/test_core.py, per_token_cast_to_fp8): amax clamped at 1e-4, elements x * fp32(448 / amax).
+//  * vLLM, vllm/model_executor/layers/quantization/modelopt.py, ModelOptNvFp4LinearMethod: a ModelOpt NVFP4
+//    checkpoint's weight is read as stored (packed e2m1 codes, weight_scale e4m3 per 1x16, weight_scale_2 the
+//    f32 tensor decode scale); the activation is quantized on the fly by scaled_fp4_quant (1x16, e4m3 block
+//    scales, the tensor scale 1 / input_scale); cutlass_scaled_fp4_mm multiplies by alpha = input_scale *
+//    weight_scale_2 (process_weights_after_loading) and writes the output dtype; a bias is added afterwards
+//    by torch on that output (`out + bias`, a bf16 addition outside the kernel, so not a step here).
 //  * torchao prototype/mx_formats: MX blocks of 32 with the FLOOR scale rule and e4m3 elements by default;
 //    single-level NVFP4 (an e4m3 scale per 16, no tensor scale).
 #include "lowbit/contract.hpp"
@@ -25,6 +35,23 @@ namespace lowbit::contract {
 namespace {
 
 // clang-format off
+constexpr const char* vllm_modelopt_nvfp4_sm100 = R"json({
+  "lowbit_contract": 1,
+  "name": "vllm-modelopt-nvfp4@sm100",
+  "description": "vLLM serving a ModelOpt NVFP4 (W4A4) checkpoint on Blackwell: W stored as NVFP4, X quantized on the fly",
+  "source": "vLLM modelopt.py ModelOptNvFp4LinearMethod (scaled_fp4_quant, cutlass_scaled_fp4_mm, alpha = input_scale * weight_scale_2); tcgen05.mma kind::mxf4nvf4",
+  "hardware": "unverified",
+  "storage": {"x": "bf16", "w": {"quantized": {"quantization_format": "nvfp4"}}},
+  "passes": {
+    "fprop": {
+      "x": {"quantize": {"quantization_format": "nvfp4"}},
+      "w": {"quantize": null},
+      "procedure": "blackwell-mxf4nvf4",
+      "epilogue": [{"step": "dequantize"}, {"step": "cast", "format": "bf16"}]
+    }
+  }
+})json";
+
 constexpr const char* te_current_sm90 = R"json({
   "lowbit_contract": 1,
   "name": "te-current@sm90",
@@ -48,6 +75,35 @@ constexpr const char* te_current_sm90 = R"json({
     "wgrad": {
       "dy": {"quantize": {"quantization_format": "tensor", "element": "e5m2", "profile": "te"}},
       "x": {"quantize": {"quantization_format": "tensor", "element": "e4m3", "profile": "te"}},
+      "procedure": "hopper-fp8-promote128",
+      "epilogue": [{"step": "cast", "format": "bf16"}]
+    }
+  }
+})json";
+
+constexpr const char* te_delayed_sm90 = R"json({
+  "lowbit_contract": 1,
+  "name": "te-delayed@sm90",
+  "description": "Transformer Engine DelayedScaling (HYBRID, amax history) on Hopper",
+  "source": "TE recipe/__init__.py DelayedScaling; delayed_scaling.cu; pytorch/module/base.py _2X_ACC_*; cuBLASLt FP8 GEMM",
+  "hardware": "model-verified",
+  "storage": {"x": "bf16", "w": "bf16", "dy": "bf16"},
+  "passes": {
+    "fprop": {
+      "x": {"quantize": {"quantization_format": "delayed", "element": "e4m3", "profile": "te"}},
+      "w": {"quantize": {"quantization_format": "delayed", "element": "e4m3", "profile": "te"}},
+      "procedure": "hopper-fp8",
+      "epilogue": [{"step": "dequantize"}, {"step": "bias", "format": "bf16"}, {"step": "cast", "format": "bf16"}]
+    },
+    "dgrad": {
+      "dy": {"quantize": {"quantization_format": "delayed", "element": "e5m2", "profile": "te"}},
+      "w": {"quantize": {"quantization_format": "delayed", "element": "e4m3", "profile": "te"}},
+      "procedure": "hopper-fp8-promote128",
+      "epilogue": [{"step": "cast", "format": "bf16"}]
+    },
+    "wgrad": {
+      "dy": {"quantize": {"quantization_format": "delayed", "element": "e5m2", "profile": "te"}},
+      "x": {"quantize": {"quantization_format": "delayed", "element": "e4m3", "profile": "te"}},
       "procedure": "hopper-fp8-promote128",
       "epilogue": [{"step": "cast", "format": "bf16"}]
     }
@@ -220,6 +276,9 @@ constexpr const char* torchao_nvfp4_sm100 = R"json({
 constexpr NamedContract table[] = {
     {"te-current@sm90", "Transformer Engine Float8CurrentScaling (HYBRID) on Hopper (TE recipe/__init__.py)",
      te_current_sm90},
+    {"te-delayed@sm90",
+     "Transformer Engine DelayedScaling (HYBRID, amax history; contract run --state) on Hopper (TE recipe/__init__.py)",
+     te_delayed_sm90},
     {"deepseek-v3@sm90", "DeepSeek-V3 1x128 / 128x128 FP8, promotion every 128 (arXiv 2412.19437 §3.3, DeepGEMM)",
      deepseek_v3_sm90},
     {"te-block@sm90", "Transformer Engine Float8BlockScaling on Hopper (TE recipe/__init__.py)", te_block_sm90},
@@ -235,6 +294,10 @@ constexpr NamedContract table[] = {
     {"torchao-nvfp4@sm100",
      "torchao single-level NVFP4 linear on Blackwell, unverified on hardware (torchao nvfp4_tensor)",
      torchao_nvfp4_sm100},
+    {"vllm-modelopt-nvfp4@sm100",
+     "vLLM serving a ModelOpt NVFP4 checkpoint (W stored as NVFP4 codes and scales, X quantized per 1x16) on "
+     "Blackwell, unverified on hardware (vLLM modelopt.py ModelOptNvFp4LinearMethod)",
+     vllm_modelopt_nvfp4_sm100},
 };
 
 }  // namespace

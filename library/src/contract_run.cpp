@@ -138,10 +138,76 @@ Matrix transposed(const Matrix& m) {
   return t;
 }
 
+// The layout of an operand quantized with `q` at rows x cols: the quantizer's own result for zeros, whose
+// block shape, scale format and scale count are those of any tensor of that shape.
+S::Quantized layout_of(const Quantization& q, int rows, int cols) {
+  const S::Tensor zeros{rows, cols, std::vector<float>(static_cast<std::size_t>(rows) * cols)};
+  return S::quantize(zeros, q.options);
+}
+
+std::string stored_key(Operand t, StoredPart part) { return std::string(name(t)) + "." + name(part); }
+
+// An operand stored already quantized, from its parts: each present exactly when the scheme has it, of its
+// format, the scales of the shape the codes' blocks make, every code one of the element's.
+S::Quantized stored_operand(const Quantization& q, Operand t, const Inputs& in) {
+  const auto part = [&](StoredPart p) -> const Array* {
+    const auto it = in.stored.find(stored_key(t, p));
+    return it == in.stored.end() ? nullptr : &it->second;
+  };
+  for (StoredPart p : all<StoredPart>()) {
+    const Format* want = stored_part_format(q, p);
+    const Array* a = part(p);
+    const std::string key = stored_key(t, p);
+    if (want && !a) throw ArgumentError(key, std::string(name(t)) + " is stored quantized: " + key + " is missing");
+    if (!want && a)
+      throw ArgumentError(key, std::string("the ") + name(q.options.scheme) + " scheme stores no " + name(p));
+    if (a && !same_format(*a->format, *want))
+      throw ArgumentError(key, std::string("holds ") + a->format->name + " codes; expected " + want->name);
+  }
+  const Array& codes = *part(StoredPart::codes);
+  if (codes.shape.size() != 2 || codes.shape[0] < 1 || codes.shape[1] < 1)
+    throw ArgumentError(stored_key(t, StoredPart::codes), "expected a 2-D array with no empty dimension");
+  if (codes.shape[0] > (1u << 20) || codes.shape[1] > (1u << 20))
+    throw ArgumentError(stored_key(t, StoredPart::codes), "a dimension over 2^20");
+  const Format& element = *q.options.element;
+  const std::uint64_t code_limit = std::uint64_t{1} << element.bits;
+  for (std::size_t i = 0; i < codes.codes.size(); ++i)
+    if (codes.codes[i] >= code_limit)
+      throw ArgumentError(stored_key(t, StoredPart::codes),
+                          "element " + std::to_string(i) + " (row-major) is " + std::to_string(codes.codes[i]) +
+                              ", not a code of " + element.name + " (" + std::to_string(element.bits) + " bits)");
+  S::Quantized out = layout_of(q, static_cast<int>(codes.shape[0]), static_cast<int>(codes.shape[1]));
+  const Array& scales = *part(StoredPart::scales);
+  const std::vector<std::uint64_t> want_shape{static_cast<std::uint64_t>(out.scale_rows()),
+                                              static_cast<std::uint64_t>(out.scale_cols())};
+  if (scales.shape != want_shape)
+    throw ArgumentError(stored_key(t, StoredPart::scales),
+                        "has shape " + shape_text(scales.shape) + "; codes of " + shape_text(codes.shape) +
+                            " in blocks of " + std::to_string(out.block_rows) + "x" + std::to_string(out.block_cols) +
+                            " have " + shape_text(want_shape) + " scales");
+  // NVFP4's block scales are positive e4m3 values (the MMA reads them as ue4m3): a sign bit is no scale.
+  if (same_format(*out.scale_format, formats::e4m3))
+    for (std::size_t i = 0; i < scales.codes.size(); ++i)
+      if (scales.codes[i] & 0x80u)
+        throw ArgumentError(
+            stored_key(t, StoredPart::scales),
+            "element " + std::to_string(i) + " (row-major) is a negative e4m3 scale (" + hex(scales.codes[i], 2) + ")");
+  for (std::size_t i = 0; i < codes.codes.size(); ++i) out.codes[i] = static_cast<std::uint8_t>(codes.codes[i]);
+  out.scales = scales.codes;
+  if (const Array* ts = part(StoredPart::tensor_scale)) {
+    if (ts->shape != std::vector<std::uint64_t>{1})
+      throw ArgumentError(stored_key(t, StoredPart::tensor_scale),
+                          "has shape " + shape_text(ts->shape) + "; expected [1]");
+    out.tensor_scale = static_cast<std::uint32_t>(ts->codes[0]);
+  }
+  return out;
+}
+
 struct QuantizedOperand {
   Matrix codes;                   // rows along K
   std::optional<S::Quantized> q;  // the quantizer's result
   layout::ScaleInfo info;
+  std::optional<S::DelayedState> next_delayed;  // the delayed scheme: the state after this step
 };
 
 QuantizedOperand quantize_operand(const Quantization& qz, const Array& a, Form form, Operand t, const Inputs& in) {
@@ -151,7 +217,30 @@ QuantizedOperand quantize_operand(const Quantization& qz, const Array& a, Form f
     out.codes = codes_along_k(a, form);
     return out;
   }
+  if (qz.stored) {
+    // The stored codes and scales, unchanged; a transposed form has one scale per tensor (parse checked it).
+    S::Quantized q = stored_operand(qz, t, in);
+    if (form == Form::transposed) {
+      const Matrix m = transposed(Matrix{q.element, q.rows, q.cols, {q.codes.begin(), q.codes.end()}});
+      q.rows = m.rows;
+      q.cols = m.cols;
+      std::swap(q.block_rows, q.block_cols);
+      q.codes.assign(m.codes.begin(), m.codes.end());
+    }
+    out.codes = Matrix{q.element, q.rows, q.cols, {q.codes.begin(), q.codes.end()}};
+    out.q = std::move(q);
+    return out;
+  }
   const S::Tensor x = along_k(a, form);
+  if (qz.options.scheme == S::Scheme::delayed) {
+    // TE's delayed scaling: this step's scale from the state, the tensor's amax into its history (the
+    // transposed form has the same amax, as TE's columnwise copy shares the rowwise scale).
+    const auto it = in.delayed.find(t);
+    out.next_delayed = it != in.delayed.end() ? it->second : S::DelayedState{};
+    out.q = S::quantize(x, qz.options, nullptr, &*out.next_delayed);
+    out.codes = Matrix{out.q->element, out.q->rows, out.q->cols, {out.q->codes.begin(), out.q->codes.end()}};
+    return out;
+  }
   std::vector<std::uint32_t> rbits;
   if (is_stochastic(qz.options.element_policy.rounding)) {
     if (!in.sr_seed)
@@ -184,6 +273,19 @@ Matrix block_scales(const QuantizedOperand& o, ScaleSide side) {
       m.codes[static_cast<std::size_t>(r) * kb + k] = code;
     }
   return side == ScaleSide::a_per_row ? m : transposed(m);
+}
+
+void add_state_stages(RunResult& r, Operand t, const QuantizedOperand& o) {
+  if (!o.next_delayed) return;
+  const S::DelayedState& st = *o.next_delayed;
+  Array history{&formats::f32, {st.history.size()}, {}};
+  for (float h : st.history) history.codes.push_back(std::bit_cast<std::uint32_t>(h));
+  const std::string stage = std::string(name(t)) + ".state";
+  r.stages.push_back({stage, "history", "the amax history after this step, rolled as TE rolls it (slot 0 takes the next step's amax)",
+                      std::move(history)});
+  r.stages.push_back(
+      {stage, "scale", "the scale the next step quantizes with", {&formats::f32, {1}, {std::bit_cast<std::uint32_t>(st.scale)}}});
+  r.next_delayed[t] = st;
 }
 
 void add_quantized_stages(RunResult& r, const std::string& who, const QuantizedOperand& o, Form form) {
@@ -276,8 +378,9 @@ EpilogueScales epilogue_scales(const PassContract& p, const QuantizedOperand& a,
 }
 
 // One epilogue step on y (f32 codes), recording its stage.
+// `tolerance`: the activation's, once one has applied (the stages from it on are compared within it).
 void apply(const Step& s, std::size_t index, const EpilogueScales& scales, const Inputs& in, const Dims& d,
-           std::vector<std::uint64_t>& y, RunResult& r) {
+           std::optional<std::uint32_t> tolerance, std::vector<std::uint64_t>& y, RunResult& r) {
   const std::string stage = "epilogue[" + std::to_string(index) + "]." + name(s.kind);
   switch (s.kind) {
     case StepKind::dequantize:
@@ -321,6 +424,16 @@ void apply(const Step& s, std::size_t index, const EpilogueScales& scales, const
                           {&formats::f32, {1}, {std::bit_cast<std::uint32_t>(m)}}});
       return;
     }
+    case StepKind::gelu:
+    case StepKind::silu:
+      for (std::uint64_t& v : y) v = activation_f32(s.kind, s.gelu_form, static_cast<std::uint32_t>(v));
+      r.stages.push_back({stage, "",
+                          std::string("after epilogue step ") + std::to_string(index) + " (" + name(s.kind) +
+                              (s.kind == StepKind::gelu ? std::string(", ") + name(s.gelu_form) + " form" : "") +
+                              "): the correctly rounded f32 value; a kernel's within " +
+                              std::to_string(s.tolerance_ulp) + " ulp",
+                          f32_array(d, y), s.tolerance_ulp});
+      return;
     case StepKind::cast: {
       // The output scale as one f32 multiplication (apply_epilogue with alpha = scale), then the conversion.
       const std::vector<std::uint64_t> scaled = gemm::apply_epilogue(y, nullptr, s.scale, 0, one, one);
@@ -329,7 +442,7 @@ void apply(const Step& s, std::size_t index, const EpilogueScales& scales, const
       for (std::uint64_t v : scaled) out.codes.push_back(convert(formats::f32, v, *s.format, s.policy).code);
       r.stages.push_back({"output", "",
                           std::string("the output: y times the output scale, cast into ") + s.format->name,
-                          std::move(out)});
+                          std::move(out), tolerance});
       return;
     }
   }
@@ -338,16 +451,90 @@ void apply(const Step& s, std::size_t index, const EpilogueScales& scales, const
                       f32_array(d, y)});
 }
 
+// The inputs with each stored operand's codes in its tensor's place (so that the shapes are checked as any
+// tensor's), and every stored part known.
+Inputs with_stored_codes(const Contract& c, const Inputs& in) {
+  Inputs r = in;
+  for (const auto& [key, array] : in.stored) {
+    bool known = false;
+    for (Operand t : all<Operand>())
+      for (StoredPart p : all<StoredPart>()) known = known || (key == stored_key(t, p) && c.stored_of(t));
+    if (!known)
+      throw ArgumentError(
+          key, "no such stored part (the contract stores quantized: " + [&] {
+            std::string s;
+            for (Operand t : all<Operand>())
+              if (c.stored_of(t)) s += (s.empty() ? "" : ", ") + std::string(name(t));
+            return s.empty() ? std::string("none") : s;
+          }() + ")");
+  }
+  for (Operand t : all<Operand>()) {
+    if (!c.stored_of(t)) continue;
+    std::optional<Array>& slot = t == Operand::x ? r.x : t == Operand::w ? r.w : r.dy;
+    if (slot)
+      throw ArgumentError(name(t), std::string(name(t)) + " is stored quantized (storage." + name(t) + "): give " +
+                                       stored_key(t, StoredPart::codes) + " and " + stored_key(t, StoredPart::scales) +
+                                       " instead");
+    const auto it = in.stored.find(stored_key(t, StoredPart::codes));
+    if (it != in.stored.end()) slot = it->second;
+  }
+  return r;
+}
+
 }  // namespace
 
-RunResult run(const Contract& c, Pass pass, const Inputs& in) {
+const Format* stored_part_format(const Quantization& q, StoredPart part) {
+  switch (part) {
+    case StoredPart::codes: return q.options.element;
+    case StoredPart::scales: return layout_of(q, 1, 1).scale_format;
+    case StoredPart::tensor_scale: return layout::scale_info(q).tensor_scale ? &formats::f32 : nullptr;
+  }
+  return nullptr;
+}
+
+std::map<std::string, Array> store(const Contract& c, Operand t, const Array& values) {
+  const auto& q = c.stored_of(t);
+  if (!q) throw ArgumentError(name(t), std::string(name(t)) + " is not stored quantized");
+  if (values.shape.size() != 2 || values.shape[0] < 1 || values.shape[1] < 1)
+    throw ArgumentError(name(t), "expected a 2-D array with no empty dimension");
+  const S::Quantized r = S::quantize(along_k(values, Form::as_stored), q->options);
+  std::map<std::string, Array> parts;
+  parts[stored_key(t, StoredPart::codes)] = {r.element,
+                                             {static_cast<std::uint64_t>(r.rows), static_cast<std::uint64_t>(r.cols)},
+                                             {r.codes.begin(), r.codes.end()}};
+  parts[stored_key(t, StoredPart::scales)] = {
+      r.scale_format,
+      {static_cast<std::uint64_t>(r.scale_rows()), static_cast<std::uint64_t>(r.scale_cols())},
+      r.scales};
+  if (r.tensor_scale) parts[stored_key(t, StoredPart::tensor_scale)] = {&formats::f32, {1}, {*r.tensor_scale}};
+  return parts;
+}
+
+RunResult run(const Contract& c, Pass pass, const Inputs& given) {
   const PassContract* p = c.find(pass);
   if (!p) {
     std::string defined;
     for (const PassContract& pc : c.passes) defined += (defined.empty() ? "" : ", ") + std::string(name(pc.pass));
     throw ArgumentError("pass", c.name + " defines no " + name(pass) + " (it defines " + defined + ")");
   }
-  const Dims d = check_inputs(c, *p, in);
+  const PassOperands pass_ops = operands_of(pass);
+  for (const auto& [t, st] : given.delayed) {
+    const Quantization* q = t == pass_ops.a ? &p->a : t == pass_ops.b ? &p->b : nullptr;
+    if (!q || !q->recipe || q->options.scheme != S::Scheme::delayed)
+      throw ArgumentError("state", std::string(name(p->pass)) + " quantizes " + name(t) +
+                                       (q ? " with another scheme than delayed" : " not at all") +
+                                       "; its state has nothing to step");
+  }
+  const Inputs in = with_stored_codes(c, given);
+  Dims d;
+  try {
+    d = check_inputs(c, *p, in);
+  } catch (const ArgumentError& e) {
+    // A stored operand's shape is its codes'.
+    for (Operand t : all<Operand>())
+      if (c.stored_of(t) && e.argument == name(t)) throw ArgumentError(stored_key(t, StoredPart::codes), e.what());
+    throw;
+  }
   check_step_inputs(*p, in, d);
   const PassOperands ops = operands_of(pass);
   RunResult r;
@@ -356,18 +543,23 @@ RunResult run(const Contract& c, Pass pass, const Inputs& in) {
   const QuantizedOperand b = quantize_operand(p->b, *input(in, ops.b), ops.b_form, ops.b, in);
   add_quantized_stages(r, name(ops.a), a, ops.a_form);
   add_quantized_stages(r, name(ops.b), b, ops.b_form);
+  add_state_stages(r, ops.a, a);
+  add_state_stages(r, ops.b, b);
   std::vector<std::uint64_t> y = multiply(*p, a, b);
   r.stages.push_back({"accumulator", "",
                       std::string("the f32 result of ") + p->procedure->name +
                           " (block scales, and a promoted procedure's per-tensor scales, applied inside it)",
                       f32_array(d, y)});
   bool cast = false;
+  std::optional<std::uint32_t> tolerance;
   const EpilogueScales scales = epilogue_scales(*p, a, b);
   for (std::size_t i = 0; i < p->epilogue.size(); ++i) {
-    apply(p->epilogue[i], i, scales, in, d, y, r);
-    cast = cast || p->epilogue[i].kind == StepKind::cast;
+    const Step& s = p->epilogue[i];
+    if (s.kind == StepKind::gelu || s.kind == StepKind::silu) tolerance = s.tolerance_ulp;
+    apply(s, i, scales, in, d, tolerance, y, r);
+    cast = cast || s.kind == StepKind::cast;
   }
-  if (!cast) r.stages.push_back({"output", "", "the output: the last step's f32 values", f32_array(d, y)});
+  if (!cast) r.stages.push_back({"output", "", "the output: the last step's f32 values", f32_array(d, y), tolerance});
   return r;
 }
 
@@ -375,7 +567,8 @@ RunResult run(const Contract& c, Pass pass, const Inputs& in) {
 
 namespace lowbit::contract {
 
-StageComparison compare(const Array& expected, const Array& actual, std::size_t max_details) {
+StageComparison compare(const Array& expected, const Array& actual, std::size_t max_details,
+                        std::optional<std::uint32_t> tolerance_ulp) {
   StageComparison c;
   if (!same_format(*expected.format, *actual.format)) {
     c.error = std::string("holds ") + actual.format->name + " codes, expected " + expected.format->name;
@@ -388,8 +581,19 @@ StageComparison compare(const Array& expected, const Array& actual, std::size_t 
   c.compared = expected.codes.size();
   for (std::size_t i = 0; i < expected.codes.size(); ++i) {
     if (expected.codes[i] == actual.codes[i]) continue;
+    Difference d{i, expected.codes[i], actual.codes[i], std::nullopt};
+    if (tolerance_ulp) {
+      d.ulps = ulp_distance(*expected.format, d.expected, d.actual);
+      // The farthest: a NaN against a number beyond every distance, the first of equals kept.
+      const auto rank = [](const Difference& x) { return x.ulps ? *x.ulps : UINT64_MAX; };
+      if (!c.worst || rank(d) > rank(*c.worst)) c.worst = d;
+      if (d.ulps && *d.ulps <= *tolerance_ulp) {
+        ++c.within;
+        continue;
+      }
+    }
     ++c.differing;
-    if (c.first.size() < max_details) c.first.push_back({i, expected.codes[i], actual.codes[i]});
+    if (c.first.size() < max_details) c.first.push_back(d);
   }
   return c;
 }

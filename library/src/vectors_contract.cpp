@@ -98,9 +98,20 @@ Suite contract_suite(const std::string& suite, const std::string& contract, std:
         const K::PassOperands ops = K::operands_of(pc.pass);
         K::Inputs in;
         auto reads = [&](K::Operand t) { return t == ops.a || t == ops.b; };
-        if (reads(K::Operand::x)) in.x = tensor(c->storage_of(K::Operand::x), sh.m, sh.k, kind, rng);
-        if (reads(K::Operand::w)) in.w = tensor(c->storage_of(K::Operand::w), sh.n, sh.k, kind, rng);
-        if (reads(K::Operand::dy)) in.dy = tensor(c->storage_of(K::Operand::dy), sh.m, sh.n, kind, rng);
+        // An operand stored already quantized is drawn in bf16 and quantized by its storage's scheme, as
+        // a checkpoint's exporter would have.
+        auto draw = [&](K::Operand t, int rows, int cols, std::optional<K::Array>& slot) {
+          if (!reads(t)) return;
+          if (!c->stored_of(t)) {
+            slot = tensor(c->storage_of(t), rows, cols, kind, rng);
+            return;
+          }
+          for (auto& [key, part] : K::store(*c, t, tensor(formats::bf16, rows, cols, kind, rng)))
+            in.stored[key] = std::move(part);
+        };
+        draw(K::Operand::x, sh.m, sh.k, in.x);
+        draw(K::Operand::w, sh.n, sh.k, in.w);
+        draw(K::Operand::dy, sh.m, sh.n, in.dy);
         // The output's shape, rows x cols (fprop [M, N], dgrad [M, K], wgrad [N, K]).
         const int rows = pc.pass == K::Pass::wgrad ? sh.n : sh.m;
         const int cols = pc.pass == K::Pass::fprop ? sh.n : sh.k;
@@ -127,6 +138,7 @@ Suite contract_suite(const std::string& suite, const std::string& contract, std:
         for (const auto& [key, slot] : {std::pair{"x", &in.x}, std::pair{"w", &in.w}, std::pair{"dy", &in.dy},
                                         std::pair{"bias", &in.bias}, std::pair{"residual", &in.residual}})
           if (*slot) with_case(array_file(dir + "/" + key + ".npy", "input", key, **slot));
+        for (const auto& [key, part] : in.stored) with_case(array_file(dir + "/" + key + ".npy", "input", key, part));
         for (const K::Stage& st : r.stages) {
           const std::string file = st.file();
           File f = array_file(dir + "/" + file, "expected", file.substr(0, file.size() - 4), st.array);

@@ -272,6 +272,27 @@ int contract(const char* request_json, const lowbit_array* in, uint32_t n_in, lo
     }
     K::Inputs inputs;
     if (request.contains("sr_seed")) inputs.sr_seed = request.at("sr_seed").get<std::uint64_t>();
+    // The delayed-scaling state (lowbit state's JSON: layers by tensor, f32 values as "0x..." bits), for the
+    // tensors this pass quantizes with the delayed scheme.
+    if (request.contains("state")) {
+      const K::PassContract* pc = c.find(*pass);
+      const K::PassOperands ops = K::operands_of(*pass);
+      for (const auto& [layer, j] : request.at("state").at("layers").items()) {
+        const auto t = lowbit::parse<K::Operand>(layer);
+        if (!t || !pc || (*t != ops.a && *t != ops.b)) continue;
+        const K::Quantization& q = *t == ops.a ? pc->a : pc->b;
+        if (!q.recipe || q.options.scheme != lowbit::scale::Scheme::delayed) continue;
+        auto f32 = [](const nlohmann::json& v) {
+          return std::bit_cast<float>(static_cast<std::uint32_t>(std::stoul(v.get<std::string>(), nullptr, 16)));
+        };
+        lowbit::scale::DelayedState st;
+        for (const auto& h : j.at("history")) st.history.push_back(f32(h));
+        st.scale = f32(j.at("scale"));
+        st.max_algorithm = j.value("algorithm", std::string("max")) != "most_recent";
+        st.margin = j.value("margin", 0);
+        inputs.delayed[*t] = st;
+      }
+    }
     for (std::uint32_t i = 0; i < n_in; ++i) {
       const lowbit::Format* f = lowbit::find_format(in[i].format);
       if (!f) {
@@ -281,6 +302,11 @@ int contract(const char* request_json, const lowbit_array* in, uint32_t n_in, lo
       K::Array a{f, std::vector<std::uint64_t>(in[i].shape, in[i].shape + in[i].rank), {}};
       for (std::uint64_t j = 0; j < in[i].count; ++j) a.codes.push_back(load(in[i].data, j, in[i].element_bytes));
       const std::string name = in[i].name;
+      // The parts of an operand stored already quantized ("w.codes", "w.scales", "w.tensor_scale").
+      if (name.find('.') != std::string::npos) {
+        inputs.stored[name] = std::move(a);
+        continue;
+      }
       auto& slot = name == "x"      ? inputs.x
                    : name == "w"    ? inputs.w
                    : name == "dy"   ? inputs.dy

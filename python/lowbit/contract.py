@@ -54,7 +54,7 @@ def names() -> List[str]:
     Example:
         >>> import lowbit
         >>> lowbit.contract.names()[:3]
-        ['te-current@sm90', 'deepseek-v3@sm90', 'te-block@sm90']
+        ['te-current@sm90', 'te-delayed@sm90', 'deepseek-v3@sm90']
     """
     return [n for n, _ in _lowbit.contract_names()]
 
@@ -111,6 +111,8 @@ class Stage:
     description: str
     format: str
     array: np.ndarray
+    # From a gelu or silu step on: a kernel's array is compared within this many ulps (docs/contract.md).
+    tolerance_ulp: Optional[int] = None
 
     @property
     def key(self) -> str:
@@ -125,6 +127,9 @@ class Run:
     contract: str
     pass_: str
     stages: List[Stage] = field(default_factory=list)
+    # The delayed-scaling state after the step (``next_state.json``'s dict), or None when the pass quantizes
+    # nothing with the delayed scheme.
+    next_state: Optional[Dict[str, Any]] = None
 
     def __getitem__(self, key: str) -> np.ndarray:
         for s in self.stages:
@@ -152,14 +157,19 @@ def _input(value: Any, argument: str):
 
 
 def run(contract: Any, *, x: Any = None, w: Any = None, dy: Any = None, bias: Any = None, residual: Any = None,
-        pass_: str = "fprop", sr_seed: Optional[int] = None) -> Run:
+        stored: Optional[Mapping[str, Any]] = None, state: Optional[Mapping[str, Any]] = None, pass_: str = "fprop",
+        sr_seed: Optional[int] = None) -> Run:
     """Every stage of one pass of `contract`, as ``lowbit contract run --contract C --pass PASS --x X.npy ...``
     computes them (the same library code, the same bytes).
 
     `x` is [M, K] activations, `w` [N, K] weights, `dy` [M, N] the output gradient, each in the contract's
     storage format (float32, float16, or ml_dtypes.bfloat16 / bf16 bit patterns as uint16); `bias` and
     `residual` in their epilogue steps' formats.  fprop reads x and w, dgrad dy and w, wgrad dy and x.
-    `sr_seed` seeds a stochastic rounding's random bits (``--sr-seed``).  A missing input the pass needs, an
+    An operand the contract stores already quantized (``storage.w.quantized``) is given by its parts in
+    `stored`, keyed as ``contract run``'s inputs: ``{"w.codes": ..., "w.scales": ..., "w.tensor_scale": ...}``
+    (``--w-codes`` ...); unsigned integer arrays are read as the codes of the part's format (the element, or
+    e8m0 / e4m3 scales).  `state` is the delayed-scaling state (``--state``: lowbit state's JSON as a dict,
+    layers "x", "w", "dy"); the state after the step is ``Run.next_state``.  `sr_seed` seeds a stochastic rounding's random bits (``--sr-seed``).  A missing input the pass needs, an
     input the pass does not read, another format than the storage or mismatched shapes are a ValueError naming
     the argument.
 
@@ -181,14 +191,27 @@ def run(contract: Any, *, x: Any = None, w: Any = None, dy: Any = None, bias: An
         raise ValueError(f"sr_seed: {sr_seed!r} is not a non-negative 63-bit integer")
     label, text = _load(contract)
     inputs = {k: _input(v, k) for k, v in (("x", x), ("w", w), ("dy", dy), ("bias", bias), ("residual", residual))}
-    name, stages = _lowbit.contract_run(label, text, pass_, inputs["x"], inputs["w"], inputs["dy"], inputs["bias"],
-                                        inputs["residual"], None if sr_seed is None else int(sr_seed))
-    out = Run(name, pass_)
-    for stage, part, description, fmt, shape, codes in stages:
+    parts = {}
+    if stored:
+        formats = dict(_lowbit.contract_stored_parts(label, text))
+        for key, value in stored.items():
+            if key not in formats:
+                raise ValueError(f"stored: {key!r} is not a stored part of this contract "
+                                 f"({', '.join(formats) or 'it stores no operand quantized'})")
+            fmt = formats[key] if isinstance(value, np.ndarray) and value.dtype.kind == "u" else None
+            flat, fmt_name, shape = source(value, f"stored[{key!r}]", fmt)
+            parts[key] = (flat, fmt_name, [int(d) for d in shape])
+    if state is not None and not isinstance(state, Mapping):
+        raise TypeError(f"state: expected a dict (lowbit state's JSON), not {type(state).__name__}")
+    name, stages, next_state = _lowbit.contract_run(
+        label, text, pass_, inputs["x"], inputs["w"], inputs["dy"], inputs["bias"], inputs["residual"], parts,
+        None if state is None else json.dumps(state), None if sr_seed is None else int(sr_seed))
+    out = Run(name, pass_, next_state=None if next_state is None else json.loads(next_state))
+    for stage, part, description, fmt, shape, codes, tolerance in stages:
         width = _lowbit.format_info(fmt)["storage_bytes"]
         array = wrap_codes(codes.astype(UINT_OF_BYTES[width]), fmt, tuple(shape))
         array.flags.writeable = False
-        out.stages.append(Stage(stage, part, description, fmt, array))
+        out.stages.append(Stage(stage, part, description, fmt, array, tolerance))
     return out
 
 
@@ -201,6 +224,7 @@ class Difference:
     actual: int
     expected_value: float
     actual_value: float
+    ulps: Optional[int] = None  # with a tolerance: the distance (None: NaN against a number)
 
 
 @dataclass
@@ -215,6 +239,8 @@ class StageComparison:
     differing: int = 0
     first: List[Difference] = field(default_factory=list)
     error: str = ""
+    tolerance_ulp: Optional[int] = None
+    within: int = 0  # with a tolerance: elements that differ but lie within it
 
 
 @dataclass
@@ -247,11 +273,32 @@ def _compare(stage: Stage, actual: Any, max_details: int) -> StageComparison:
     want = np.ascontiguousarray(stage.array).reshape(-1).view(got.dtype)
     c.compared = int(want.size)
     bad = np.flatnonzero(want != got)
+    ulps = None
+    if stage.tolerance_ulp is not None:
+        # lowbit's ulp_distance (contract.hpp): sign-magnitude codes in order, ±0 no distance apart, NaN only
+        # near NaN.
+        c.tolerance_ulp = stage.tolerance_ulp
+        bits = _lowbit.format_info(stage.format)["storage_bits"]
+        top = np.uint64(bits - 1)
+
+        def ordered(codes):
+            v = codes.astype(np.uint64)
+            m = (v & ((np.uint64(1) << top) - np.uint64(1))).astype(np.int64)
+            return np.where((v >> top) & np.uint64(1), -m, m)
+
+        nan_w, nan_g = np.isnan(decode(want[bad], stage.format)), np.isnan(decode(got[bad], stage.format))
+        dist = np.abs(ordered(want[bad]) - ordered(got[bad]))
+        dist = np.where(nan_w & nan_g, 0, np.where(nan_w | nan_g, -1, dist))
+        inside = (dist >= 0) & (dist <= stage.tolerance_ulp)
+        c.within = int(inside.sum())
+        ulps = dist[~inside]
+        bad = bad[~inside]
     c.differing = int(bad.size)
-    for i in bad[:max_details]:
+    for n, i in enumerate(bad[:max_details]):
         e, a = int(want[i]), int(got[i])
         ev, av = decode(np.array([e], got.dtype), stage.format)[0], decode(np.array([a], got.dtype), stage.format)[0]
-        c.first.append(Difference(tuple(int(j) for j in np.unravel_index(i, shape)), e, a, float(ev), float(av)))
+        u = None if ulps is None or ulps[n] < 0 else int(ulps[n])
+        c.first.append(Difference(tuple(int(j) for j in np.unravel_index(i, shape)), e, a, float(ev), float(av), u))
     return c
 
 
@@ -298,16 +345,21 @@ def check(expected: Run, results: Mapping[str, Any], *, max_details: int = 10) -
         if c.error:
             lines.append(f"{s.key}: error: {c.error}")
         elif c.differing == 0:
-            lines.append(f"{s.key}: {c.compared} elements equal")
+            tol = "" if c.tolerance_ulp is None else f" ({c.within} within {c.tolerance_ulp} ulp)"
+            lines.append(f"{s.key}: {c.compared} elements {'equal' if c.tolerance_ulp is None else 'within tolerance'}"
+                         f"{tol}")
             output_compared = output_compared or s.name == "output"
         else:
             output_compared = output_compared or s.name == "output"
-            lines.append(f"{s.key}: {c.differing} of {c.compared} elements differ")
+            what = "differ" if c.tolerance_ulp is None else f"beyond {c.tolerance_ulp} ulp"
+            lines.append(f"{s.key}: {c.differing} of {c.compared} elements {what}")
             width = digits.setdefault(s.format, (_lowbit.format_info(s.format)["storage_bits"] + 3) // 4)
             for d in c.first:
+                dist = "" if c.tolerance_ulp is None else (f", {d.ulps} ulp" if d.ulps is not None
+                                                           else ", NaN against a number")
                 lines.append(f"  {s.key}[{', '.join(map(str, d.index))}]: expected 0x{d.expected:0{width}x} "
                              f"({_value_text(d.expected_value)}), actual 0x{d.actual:0{width}x} "
-                             f"({_value_text(d.actual_value)})")
+                             f"({_value_text(d.actual_value)}){dist}")
         if first is None and (c.error or c.differing):
             first = s.key
     if first is not None:

@@ -65,11 +65,25 @@ def test_run_writes_the_command_lines_bytes(tmp_path, name, pass_name, kind):
     spec = lowbit.contract.show(name)["passes"][pass_name]
     used = list(READS[pass_name]) + (["bias"] if any(s["step"] == "bias" for s in spec["epilogue"]) else [])
     args = ["contract", "run", "--contract", name, "--pass", pass_name, "--sr-seed", "3", "--out", tmp_path / "run"]
+    storage = lowbit.contract.show(name)["storage"]
+    stored = {}
     for t in used:
         np.save(tmp_path / f"{t}.npy", arrays[t].view(np.uint16))  # bf16 files hold their bits as '<u2'
+        if isinstance(storage.get(t), dict):
+            # Stored already quantized: its parts made by `lowbit quantize` with the storage's scheme, given to
+            # both as they are (u8 codes and e4m3 scale codes, the f32 tensor scale).
+            q = tmp_path / f"stored-{t}"
+            cli("quantize", "--in", tmp_path / f"{t}.npy", "--in-format", "bf16", "--scheme",
+                storage[t]["quantized"]["quantization_format"], "--out", q)
+            for part in ("codes", "scales", "tensor_scale"):
+                if (q / f"{part}.npy").exists():
+                    stored[f"{t}.{part}"] = np.load(q / f"{part}.npy")
+                    args += [f"--{t}-{part.replace('_', '-')}", q / f"{part}.npy"]
+            continue
         args += [f"--{t}", tmp_path / f"{t}.npy"]
+    used = [t for t in used if f"{t}.codes" not in stored]
     cli(*args)
-    r = lowbit.contract.run(name, pass_=pass_name, sr_seed=3, **{t: arrays[t] for t in used})
+    r = lowbit.contract.run(name, pass_=pass_name, sr_seed=3, stored=stored, **{t: arrays[t] for t in used})
     assert r.contract == name and r.pass_ == pass_name
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert [e["path"] for e in manifest["stages"]] == [f"{s.key}.npy" for s in r.stages]
@@ -82,7 +96,8 @@ def test_run_writes_the_command_lines_bytes(tmp_path, name, pass_name, kind):
         assert want.tobytes() == np.ascontiguousarray(s.array).tobytes(), e["path"]
         assert e["description"] == s.description and e["stage"] == s.name and e.get("part", "") == s.part
     # Raw uint16 bit patterns are bf16, as the command line reads '<u2' files.
-    raw = lowbit.contract.run(name, pass_=pass_name, sr_seed=3, **{t: arrays[t].view(np.uint16) for t in used})
+    raw = lowbit.contract.run(name, pass_=pass_name, sr_seed=3, stored=stored,
+                              **{t: arrays[t].view(np.uint16) for t in used})
     assert raw["output"].tobytes() == r["output"].tobytes()
 
 
@@ -189,7 +204,7 @@ def edited(**changes):
 
 
 @pytest.mark.parametrize("doc,path", [
-    (edited(epilogue=[{"step": "dequantize"}, {"step": "gelu"}]), r"passes\.fprop\.epilogue\[1\]\.step"),
+    (edited(epilogue=[{"step": "dequantize"}, {"step": "swish"}]), r"passes\.fprop\.epilogue\[1\]\.step"),
     (edited(epilogue=[{"step": "dequantize"}, {"step": "cast", "format": "nosuch"}]),
      r"passes\.fprop\.epilogue\[1\]\.format"),
     (edited(procedure="hopper-fp8-nope"), r"passes\.fprop\.procedure"),
@@ -233,6 +248,83 @@ def test_bad_inputs_name_the_argument():
         lowbit.contract.run(HAND, dy=np.ones((1, 2), np.float32), w=HAND_W, pass_="dgrad")
     with pytest.raises(ValueError, match=r"^sr_seed: "):
         lowbit.contract.run("te-current@sm90", x=x, w=w, bias=bias, sr_seed=-1)
+
+
+# W stored as per-tensor e4m3 codes [1, 2, -4, 8] with decode scale 0.25 (storage.w.quantized), X = [[1, 2, -3,
+# 0.5]] f32 not quantized, the exact GEMM: 1 + 4 + 12 + 4 = 21; dequantize fp32(1 * 0.25) * 21 = 5.25; bf16 0x40a8.
+# The stored codes are not those a quantization of W's values would make (their largest is 8, not 448): the
+# w.quantized stage equal to them shows they entered unchanged.
+STORED = {
+    "lowbit_contract": 1,
+    "name": "stored",
+    "storage": {"x": "f32", "w": {"quantized": {"quantization_format": "tensor", "element": "e4m3"}}},
+    "passes": {"fprop": {"x": {"quantize": None}, "w": {"quantize": None}, "procedure": "exact",
+                         "epilogue": [{"step": "dequantize"}, {"step": "cast", "format": "bf16"}]}},
+}
+
+
+def test_stored_operand_by_hand():
+    codes = np.array([[0x38, 0x40, 0xC8, 0x50]], np.uint8)
+    scales = np.array([[0.25]], np.float32)
+    r = lowbit.contract.run(STORED, x=np.array([[1, 2, -3, 0.5]], np.float32),
+                            stored={"w.codes": codes, "w.scales": scales})
+    assert u(r["w.quantized.codes"].reshape(-1)) == [0x38, 0x40, 0xC8, 0x50]
+    assert u(r["w.quantized.scales"].reshape(-1)) == [0x3E800000]
+    assert u(r["accumulator"].reshape(-1)) == [0x41A80000]
+    assert u(r["output"].reshape(-1)) == [0x40A8]
+    with pytest.raises(ValueError, match=r"^w.scales: has shape \[2, 1\]"):
+        lowbit.contract.run(STORED, x=np.ones((1, 4), np.float32),
+                            stored={"w.codes": codes, "w.scales": np.ones((2, 1), np.float32)})
+    with pytest.raises(ValueError, match=r"^w.scales: .*missing"):
+        lowbit.contract.run(STORED, x=np.ones((1, 4), np.float32), stored={"w.codes": codes})
+    with pytest.raises(ValueError, match=r"^stored: 'x.codes' is not a stored part"):
+        lowbit.contract.run(STORED, x=np.ones((1, 4), np.float32), stored={"x.codes": codes})
+    with pytest.raises(ValueError, match=r"^w: .*stored quantized"):
+        lowbit.contract.run(STORED, x=np.ones((1, 4), np.float32), w=np.ones((1, 4), np.float32))
+
+
+def test_activation_tolerance():
+    # gelu (erf form) at 1 and 0.5: 0x3f57625f and 0x3eb103af, the correctly rounded f32 values (mpmath at 400
+    # bits, conformance/contract/test_contract_activation.py).  One ulp off passes at tolerance 1, fails at 0.
+    def doc(tol):
+        return {"lowbit_contract": 1, "name": f"gelu-{tol}", "storage": {"x": "f32", "w": "f32"},
+                "passes": {"fprop": {"x": {"quantize": None}, "w": {"quantize": None}, "procedure": "exact",
+                                     "epilogue": [{"step": "gelu", "approximation": "erf", "tolerance_ulp": tol}]}}}
+    x, w = np.array([[1.0], [0.5]], np.float32), np.ones((1, 1), np.float32)
+    kernel = np.array([[0x3F57625F + 1], [0x3EB103AF]], np.uint32).view(np.float32)
+    r1 = lowbit.contract.run(doc(1), x=x, w=w)
+    assert u(r1["output"].reshape(-1)) == [0x3F57625F, 0x3EB103AF]
+    assert r1.stages[-1].tolerance_ulp == 1 and r1.stages[0].tolerance_ulp is None  # the accumulator is exact
+    c = lowbit.contract.check(r1, {"output": kernel})
+    assert c.ok and "output: 2 elements within tolerance (1 within 1 ulp)" in c.text
+    c = lowbit.contract.check(lowbit.contract.run(doc(0), x=x, w=w), {"output": kernel})
+    assert not c.ok and c.first_stage == "output" and c.stages[-1].first[0].ulps == 1
+    assert "output[0, 0]: expected 0x3f57625f" in c.text and ", 1 ulp" in c.text
+
+
+def test_delayed_state_as_the_command_line(tmp_path):
+    # te-delayed@sm90 from a given state (scales 3 and 0.7): the stages and next_state.json of `contract run
+    # --state`, byte for byte and key for key.
+    hist = ["0x00000000"] * 7 + ["0x40400000"]
+    state = {"layers": {"x": {"history": hist, "scale": "0x40400000"}, "w": {"history": hist, "scale": "0x3f333333"},
+                        "dy": {"history": hist, "scale": "0x3f800000", "element": "e5m2"}}}
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    rng = np.random.default_rng(2)
+    arrays = {"x": bf16(rng.standard_normal((3, 64))), "w": bf16(rng.standard_normal((8, 64))),
+              "bias": bf16(rng.standard_normal(8))}
+    for t, a in arrays.items():
+        np.save(tmp_path / f"{t}.npy", a.view(np.uint16))
+    cli("contract", "run", "--contract", "te-delayed@sm90", "--x", tmp_path / "x.npy", "--w", tmp_path / "w.npy",
+        "--bias", tmp_path / "bias.npy", "--state", tmp_path / "state.json", "--out", tmp_path / "run")
+    r = lowbit.contract.run("te-delayed@sm90", state=state, **arrays)
+    for s in r.stages:
+        assert np.load(tmp_path / "run" / f"{s.key}.npy").tobytes() == np.ascontiguousarray(s.array).tobytes(), s.key
+    assert r.next_state == json.loads((tmp_path / "run" / "next_state.json").read_text())
+    assert r.next_state["layers"]["dy"]["scale"] == "0x3f800000"  # fprop does not step dY
+    with pytest.raises(ValueError, match=r"^state: .*layer 'q'"):
+        lowbit.contract.run("te-delayed@sm90", state={"layers": {"q": state["layers"]["x"]}}, **arrays)
+    with pytest.raises(ValueError, match=r"^state: .*quantizes no tensor with the delayed scheme"):
+        lowbit.contract.run("te-current@sm90", state=state, **arrays)
 
 
 def test_check_names_what_the_command_lines_check_names(tmp_path):

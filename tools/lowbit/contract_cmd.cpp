@@ -16,6 +16,7 @@
 #include "lowbit/gate.hpp"
 #include "lowbit/io.hpp"
 #include "lowbit/sha256.hpp"
+#include "state_files.hpp"
 
 #ifndef LOWBIT_VERSION
 #define LOWBIT_VERSION "0.0.0"
@@ -29,7 +30,9 @@ using json = nlohmann::ordered_json;
 namespace K = contract;
 
 struct ContractOptions {
-  std::string contract, show, pass = "fprop", x, w, dy, bias, residual, out, inputs, results, plugin;
+  std::string contract, show, pass = "fprop", x, w, dy, bias, residual, out, inputs, results, plugin, state;
+  // The parts of operands stored already quantized, by input name ("w.codes"): --w-codes, ...
+  std::map<std::string, std::string> stored;
   long long sr_seed = -1;
   double timeout = 60;
   bool json = false, in_process = false;
@@ -114,6 +117,35 @@ K::Array read_input(const std::string& path, const std::string& option, std::siz
   return {f, t.shape, codes_of(t)};
 }
 
+// The option of an input the engine names: "w.codes" is --w-codes, "sr_seed" --sr-seed.
+std::string option_of(const std::string& argument) {
+  std::string s = "--";
+  for (char ch : argument) s += ch == '_' || ch == '.' ? '-' : ch;
+  return s;
+}
+
+// One part of an operand stored already quantized: u8 codes of its element, its scales as `contract run`
+// writes them (f32 '<f4', or e8m0 / e4m3 codes as u8), the tensor scale '<f4'.  A part the contract does
+// not store is read as its dtype says, for the engine to refuse by name.
+K::Array read_stored(const K::Contract& c, const std::string& key, const std::string& path) {
+  const std::string option = option_of(key);
+  io::NpyArray t;
+  try {
+    t = io::read_npy(path);
+  } catch (const io::FileError& e) { throw InputError(option + ": " + e.what()); }
+  const Format* want = nullptr;
+  for (K::Operand op : all<K::Operand>())
+    for (K::StoredPart part : all<K::StoredPart>())
+      if (c.stored_of(op) && key == std::string(name(op)) + "." + name(part))
+        want = K::stored_part_format(*c.stored_of(op), part);
+  if (!want) want = t.dtype == io::DType::f32 ? &formats::f32 : &formats::e4m3;
+  if (t.dtype != dtype_of(*want))
+    throw InputError(option + ": '" + echo_text(path) + "' holds '" +
+                     std::string(io::npy_descr(t.dtype).value_or("?")) + "'; " + want->name + " codes are stored as '" +
+                     std::string(io::npy_descr(dtype_of(*want)).value_or("?")) + "'");
+  return {want, t.shape, codes_of(t)};
+}
+
 void run_list() {
   std::string s;
   for (const K::NamedContract& c : K::named()) s += std::string(c.name) + "\t" + c.description + "\n";
@@ -127,7 +159,8 @@ void run_show(const ContractOptions& o) {
   if (!c.source.empty()) s += "source: " + c.source + "\n";
   s += std::string("hardware: ") + name(c.hardware) + "\n";
   s += "storage:";
-  for (K::Operand t : all<K::Operand>()) s += std::string(" ") + name(t) + " " + c.storage_of(t).name;
+  for (K::Operand t : all<K::Operand>())
+    s += std::string(" ") + name(t) + " " + (c.stored_of(t) ? "quantized " : "") + c.storage_of(t).name;
   s += "\n";
   for (const K::PassContract& p : c.passes) {
     const K::PassOperands ops = K::operands_of(p.pass);
@@ -138,12 +171,21 @@ void run_show(const ContractOptions& o) {
         s += std::string("not quantized (") + c.storage_of(t).name + ")\n";
         continue;
       }
+      if (q->stored) {
+        s += std::string("stored quantized (") + name(q->options.scheme) + " " + q->options.element->name +
+             "), its codes and scales unchanged\n";
+        continue;
+      }
       s += std::string(name(q->options.scheme)) + " " + q->options.element->name + " (" +
            policy_text(q->options.element_policy) + ")\n";
     }
     s += "  epilogue:";
-    for (const K::Step& st : p.epilogue)
+    for (const K::Step& st : p.epilogue) {
       s += std::string(" ") + name(st.kind) + (st.format ? std::string("(") + st.format->name + ")" : "");
+      if (st.kind == K::StepKind::gelu || st.kind == K::StepKind::silu)
+        s += std::string("(") + (st.kind == K::StepKind::gelu ? std::string(name(st.gelu_form)) + ", " : "") +
+             "within " + std::to_string(st.tolerance_ulp) + " ulp)";
+    }
     s += "\n";
   }
   write_all("-", s, "--out");
@@ -165,13 +207,41 @@ void run_run(const ContractOptions& o) {
     read.push_back(*path);
     paths[key] = *path;
   }
+  for (const auto& [key, path] : o.stored) {
+    if (path.empty()) continue;
+    in.stored[key] = read_stored(c, key, path);
+    read.push_back(path);
+  }
   if (o.sr_seed >= 0) in.sr_seed = static_cast<std::uint64_t>(o.sr_seed);
+  // The delayed-scaling state (lowbit state's file, layers named by tensor): the tensors this pass quantizes
+  // with the delayed scheme take theirs; the others are carried into next_state.json unchanged.
+  const K::PassContract* pc = c.find(*pass);
+  std::vector<K::Operand> delayed_here;
+  if (pc) {
+    const K::PassOperands ops = K::operands_of(*pass);
+    for (const auto& [t, q] : {std::pair{ops.a, &pc->a}, std::pair{ops.b, &pc->b}})
+      if (q->recipe && q->options.scheme == scale::Scheme::delayed) delayed_here.push_back(t);
+  }
+  training::TrainingState state;
+  if (!o.state.empty()) {
+    state = read_state_file(o.state, "--state", formats::e4m3);
+    for (const auto& [layer, ls] : state.layers) {
+      const auto t = parse<K::Operand>(layer);
+      if (!t)
+        throw InputError("--state: '" + echo_text(o.state) + "': layer '" + echo_text(layer) +
+                         "' is not one of the layer's tensors (" + choices<K::Operand>() + ")");
+      for (K::Operand d : delayed_here)
+        if (d == *t) in.delayed[d] = ls.delayed;
+    }
+    if (delayed_here.empty())
+      throw InputError("--state: " + std::string(pc ? name(pc->pass) : o.pass) + " of " + c.name +
+                       " quantizes no tensor with the delayed scheme");
+    read.push_back(o.state);
+  }
   K::RunResult r;
   try {
     r = K::run(c, *pass, in);
-  } catch (const ArgumentError& e) {
-    throw InputError(flag_of(e.argument == "pass" ? "pass" : e.argument) + ": " + e.what());
-  }
+  } catch (const ArgumentError& e) { throw InputError(option_of(e.argument) + ": " + e.what()); }
   json manifest;
   manifest["lowbit_contract_run"] = 1;
   manifest["generator"] = std::string("lowbit ") + LOWBIT_VERSION;
@@ -200,13 +270,32 @@ void run_run(const ContractOptions& o) {
                                     {"shape", (*slot)->shape},
                                     {"sha256", sum}});
     }
+    for (const auto& [key, array] : in.stored) {
+      const std::string file = "inputs/" + key + ".npy";
+      const std::string sum = add(file, npy_bytes(array));
+      manifest["inputs"].push_back(
+          {{"name", key}, {"path", file}, {"format", array.format->name}, {"shape", array.shape}, {"sha256", sum}});
+    }
     for (const K::Stage& s : r.stages) {
       const std::string sum = add(s.file(), npy_bytes(s.array));
       json e = {{"stage", s.name}, {"path", s.file()}, {"format", s.array.format->name}, {"shape", s.array.shape}};
       if (!s.part.empty()) e["part"] = s.part;
       e["description"] = s.description;
+      // From an activation on, `check` compares within the contract's tolerance (docs/contract.md).
+      if (s.tolerance_ulp) e["tolerance_ulp"] = *s.tolerance_ulp;
       e["sha256"] = sum;
       manifest["stages"].push_back(e);
+    }
+    if (!delayed_here.empty()) {
+      // The state after this pass's step: each tensor it quantized stepped once, the others as given (every
+      // pass of one training step reads the same --state; docs/contract.md "Delayed scaling").
+      manifest["state"] = o.state.empty() ? json(nullptr) : json(training::state_json(state));
+      for (const auto& [t, st] : r.next_delayed) {
+        const K::PassOperands ops = K::operands_of(*pass);
+        const K::Quantization& q = t == ops.a ? pc->a : pc->b;
+        state.layers[name(t)] = training::LayerState{st, q.options.element};
+      }
+      out.add("next_state.json", training::state_json(state).dump(1) + "\n");
     }
     out.add("manifest.json", manifest.dump(1) + "\n");
     out.commit();
@@ -270,6 +359,8 @@ Supplier plugin_results(const ContractOptions& o, const K::Contract& c, const js
     throw InputError("--plugin: '" + echo_text(o.plugin) + "' (" + subject.name +
                      ") has no contract entry point (NULL, or a table whose struct_size ends before it)");
   json request = {{"contract", c.document}, {"pass", m.value("pass", "fprop")}};
+  // The delayed-scaling state the run was given (lowbit state's JSON), as the kernel's step starts from it.
+  if (m.contains("state") && !m["state"].is_null()) request["state"] = m["state"];
   // --sr-seed, else the seed the run recorded (a different --sr-seed tests the kernel's seed handling).
   if (o.sr_seed >= 0) request["sr_seed"] = o.sr_seed;
   else if (m.contains("sr_seed") && m["sr_seed"].is_number_unsigned()) request["sr_seed"] = m["sr_seed"];
@@ -378,7 +469,7 @@ int run_check(const ContractOptions& o) {
     write_all("-", std::string("FAILED: ") + e.what() + "\n", "--out");
     return 1;
   }
-  std::uint64_t compared = 0, differing = 0;
+  std::uint64_t compared = 0, differing = 0, within_tolerance = 0;
   std::string first_stage;
   bool output_compared = false;
   std::string text;
@@ -401,7 +492,13 @@ int run_check(const ContractOptions& o) {
       if (first_stage.empty()) first_stage = file;
       continue;
     }
-    const K::StageComparison cmp = K::compare(want, got);
+    std::optional<std::uint32_t> tolerance;
+    if (e.contains("tolerance_ulp")) {
+      if (!e["tolerance_ulp"].is_number_unsigned() || e["tolerance_ulp"].get<std::uint64_t>() > (1u << 20))
+        throw InputError("--inputs: manifest.json: " + file + ": tolerance_ulp is not a whole number in 0..2^20");
+      tolerance = e["tolerance_ulp"].get<std::uint32_t>();
+    }
+    const K::StageComparison cmp = K::compare(want, got, 10, tolerance);
     if (!cmp.error.empty()) {
       text += file + ": error: " + cmp.error + "\n";
       ++differing;
@@ -409,24 +506,36 @@ int run_check(const ContractOptions& o) {
       continue;
     }
     compared += cmp.compared;
+    within_tolerance += cmp.within;
     output_compared = output_compared || stage == "output";
-    if (cmp.differing == 0) {
-      text += file + ": " + std::to_string(cmp.compared) + " elements equal\n";
-      continue;
-    }
-    differing += cmp.differing;
-    if (first_stage.empty()) first_stage = file;
-    text += file + ": " + std::to_string(cmp.differing) + " of " + std::to_string(cmp.compared) + " elements differ\n";
-    for (const K::Difference& d : cmp.first) {
+    const std::string label = stage + (e.contains("part") ? "." + e["part"].get<std::string>() : "");
+    auto element = [&](const K::Difference& d) {
       std::string at;
       std::size_t rem = d.index;
       for (std::size_t i = want.shape.size(); i-- > 0;) {
         at = std::to_string(rem % want.shape[i]) + (at.empty() ? "" : ", ") + at;
         rem /= want.shape[i];
       }
-      text += "  " + stage + (e.contains("part") ? "." + e["part"].get<std::string>() : "") + "[" + at +
-              "]: expected " + code_and_value(*f, d.expected) + ", actual " + code_and_value(*f, d.actual) + "\n";
+      std::string line = label + "[" + at + "]: expected " + code_and_value(*f, d.expected) + ", actual " +
+                         code_and_value(*f, d.actual);
+      if (tolerance) line += d.ulps ? ", " + std::to_string(*d.ulps) + " ulp" : ", NaN against a number";
+      return line;
+    };
+    // Within a tolerance: how many elements differ inside it, and the farthest one.
+    const std::string within = !tolerance  ? ""
+                               : cmp.worst ? " (" + std::to_string(cmp.within) + " within " +
+                                                 std::to_string(*tolerance) + " ulp; worst " + element(*cmp.worst) + ")"
+                                           : " (all equal; tolerance " + std::to_string(*tolerance) + " ulp)";
+    if (cmp.differing == 0) {
+      text += file + ": " + std::to_string(cmp.compared) +
+              (tolerance ? " elements within tolerance" : " elements equal") + within + "\n";
+      continue;
     }
+    differing += cmp.differing;
+    if (first_stage.empty()) first_stage = file;
+    text += file + ": " + std::to_string(cmp.differing) + " of " + std::to_string(cmp.compared) + " elements " +
+            (tolerance ? "beyond " + std::to_string(*tolerance) + " ulp" : std::string("differ")) + within + "\n";
+    for (const K::Difference& d : cmp.first) text += "  " + element(d) + "\n";
   }
   if (!output_compared && differing == 0) {
     write_all("-", text + "FAILED: the kernel's output.npy was not compared\n", "--out");
@@ -436,7 +545,11 @@ int run_check(const ContractOptions& o) {
     write_all("-", text + "FAILED: first differing stage " + first_stage + "\n", "--out");
     return 1;
   }
-  write_all("-", text + "ok: " + std::to_string(compared) + " elements equal\n", "--out");
+  if (within_tolerance)
+    text += "ok: " + std::to_string(compared) + " elements compared, " + std::to_string(compared - within_tolerance) +
+            " equal and " + std::to_string(within_tolerance) + " within their stage's tolerance\n";
+  else text += "ok: " + std::to_string(compared) + " elements equal\n";
+  write_all("-", text, "--out");
   return 0;
 }
 
@@ -459,8 +572,18 @@ void add_contract(CLI::App& app) {
   run->add_option("--x", o->x, "X [M, K] .npy (f32, f16, or bf16 bits as uint16)");
   run->add_option("--w", o->w, "W [N, K] .npy");
   run->add_option("--dy", o->dy, "dY [M, N] .npy");
+  for (K::Operand t : all<K::Operand>())
+    for (K::StoredPart part : all<K::StoredPart>()) {
+      const std::string key = std::string(name(t)) + "." + name(part);
+      run->add_option(
+          option_of(key), o->stored[key],
+          std::string("An operand stored quantized (storage.") + name(t) + ".quantized): " + row_of(part)->help);
+    }
   run->add_option("--bias", o->bias, "the bias step's vector .npy");
   run->add_option("--residual", o->residual, "the residual step's [rows, cols] .npy");
+  run->add_option("--state", o->state,
+                  "The delayed-scaling state (lowbit state's JSON or safetensors, layers x, w, dy); the state "
+                  "after the step is written as next_state.json");
   run->add_option("--sr-seed", o->sr_seed, "Seed of a stochastic rounding's random bits (Philox)")
       ->check(whole_number(0, LLONG_MAX));
   run->add_option("--out", o->out, "Folder to write (replaced whole; empty, new or a previous run's)")->required();

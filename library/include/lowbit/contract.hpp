@@ -17,11 +17,13 @@
 // (W for fprop, Wᵀ for dgrad, Xᵀ for wgrad), which is TE's rowwise or columnwise copy of that tensor.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "lowbit/error.hpp"
@@ -86,7 +88,7 @@ constexpr PassOperands operands_of(Pass p) {
 }
 
 // The epilogue's steps, applied in order to the f32 result of the GEMM (docs/contract.md "Epilogue").
-enum class StepKind : std::uint8_t { dequantize, bias, residual, relu, clamp, amax, cast };
+enum class StepKind : std::uint8_t { dequantize, bias, residual, relu, clamp, amax, cast, gelu, silu };
 inline constexpr Named<StepKind> step_names[] = {
     {StepKind::dequantize, "dequantize",
      "the per-tensor (and NVFP4 tensor) scales and alpha, as cuBLASLt applies them"},
@@ -96,8 +98,23 @@ inline constexpr Named<StepKind> step_names[] = {
     {StepKind::clamp, "clamp", "y clamped to [min, max]; NaN passes"},
     {StepKind::amax, "amax", "the largest |y| (fmaxf: NaN ignored) recorded as a stage"},
     {StepKind::cast, "cast", "y times an output scale, converted into the output format under a policy"},
+    {StepKind::gelu, "gelu",
+     "GELU, checked within tolerance_ulp of its correctly rounded f32 value (MPFR); the exact stages end before it"},
+    {StepKind::silu, "silu",
+     "SiLU x / (1 + e^-x), checked within tolerance_ulp of its correctly rounded f32 value (MPFR)"},
 };
 constexpr const auto& names_of(StepKind) { return step_names; }
+
+// The two definitions of GELU kernels compute: x·Φ(x) with the normal CDF through erf (PyTorch's
+// F.gelu(approximate="none")), and Hendrycks and Gimpel's tanh approximation 0.5·x·(1 + tanh(√(2/π)·(x +
+// 0.044715·x³))) (F.gelu(approximate="tanh"), pytorch/pytorch#61439; the form XLA fuses into cuBLASLt's GELU
+// epilogue, openxla/xla#7751).  Each is the function the reference rounds correctly, not a kernel's code.
+enum class GeluForm : std::uint8_t { erf, tanh };
+inline constexpr Named<GeluForm> gelu_form_names[] = {
+    {GeluForm::erf, "erf", "x * Phi(x) = 0.5 * x * erfc(-x / sqrt(2))"},
+    {GeluForm::tanh, "tanh", "0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))"},
+};
+constexpr const auto& names_of(GeluForm) { return gelu_form_names; }
 
 struct Step {
   StepKind kind = StepKind::dequantize;
@@ -107,12 +124,27 @@ struct Step {
   std::uint32_t lo = 0, hi = 0;       // clamp (f32 bits)
   std::uint32_t scale = 0x3F800000u;  // cast: the output scale
   Policy policy{.rounding = Rounding::rne, .overflow = Overflow::satfinite};  // cast
+  GeluForm gelu_form = GeluForm::erf;                                         // gelu ("approximation")
+  std::uint32_t tolerance_ulp = 0;                                            // gelu, silu
 };
 
+// An activation step's reference: the f32 value of the function at the f32 `x`, correctly rounded (nearest
+// even, from a 256-bit MPFR evaluation); NaN gives the GPU's canonical 0x7fffffff, ±Inf the limits (+Inf,
+// and -0 for GELU(-Inf) and SiLU(-Inf)).
+std::uint32_t activation_f32(StepKind kind, GeluForm form, std::uint32_t x);
+
+// The distance in ulps between two codes of a sign-magnitude float format: the count of representable values
+// from one to the other (±0 are 0 apart; an infinity is one beyond the largest finite value), or nullopt
+// when exactly one is NaN (two NaNs are 0 apart).
+std::optional<std::uint64_t> ulp_distance(const Format& f, std::uint64_t a, std::uint64_t b);
+
 // One operand's quantization: a recipe (nullopt: the operand enters the GEMM in its storage format).
+// `stored`: the recipe is the operand's storage (storage.<t>.quantized): its codes and scales are inputs
+// and enter the GEMM unchanged; nothing is quantized.
 struct Quantization {
   std::optional<Recipe> recipe;
   scale::Options options;  // resolved from the recipe (and "eps")
+  bool stored = false;
 };
 
 struct PassContract {
@@ -127,11 +159,15 @@ struct Contract {
   std::string description;
   std::string source;
   Hardware hardware = Hardware::unverified;
-  const Format* storage[3] = {&formats::f32, &formats::f32, &formats::f32};  // by Operand: f32, bf16 or f16
+  // By Operand: f32, bf16 or f16; for an operand stored already quantized, its element format.
+  const Format* storage[3] = {&formats::f32, &formats::f32, &formats::f32};
+  // By Operand: the scheme an operand stored already quantized was quantized with (storage.<t>.quantized).
+  std::optional<Quantization> stored[3];
   std::vector<PassContract> passes;
   nlohmann::ordered_json document;  // as loaded
 
   const Format& storage_of(Operand t) const { return *storage[static_cast<int>(t)]; }
+  const std::optional<Quantization>& stored_of(Operand t) const { return stored[static_cast<int>(t)]; }
   const PassContract* find(Pass p) const;
 };
 
@@ -156,9 +192,27 @@ struct Array {
   std::vector<std::uint64_t> codes;
 };
 
+// The parts of an operand stored already quantized, as inputs are named ("w.codes", "w.scales",
+// "w.tensor_scale"), and the formats they hold.
+enum class StoredPart : std::uint8_t { codes, scales, tensor_scale };
+inline constexpr Named<StoredPart> stored_part_names[] = {
+    {StoredPart::codes, "codes", "the element codes, one per byte, [rows, cols] as the tensor is stored"},
+    {StoredPart::scales, "scales", "the decode scales in block order: f32, or e8m0 / ue4m3 codes"},
+    {StoredPart::tensor_scale, "tensor_scale", "NVFP4's f32 tensor decode scale S_dec, [1]"},
+};
+constexpr const auto& names_of(StoredPart) { return stored_part_names; }
+// The format of one part (nullptr: the scheme has no such part, e.g. a tensor scale outside NVFP4).
+const Format* stored_part_format(const Quantization& q, StoredPart part);
+
 // The inputs of one run: codes of each tensor's storage format (bias and residual of their step's format).
 struct Inputs {
   std::optional<Array> x, w, dy, bias, residual;
+  // The parts of each operand stored already quantized, keyed "<operand>.<part>" ("w.codes").
+  std::map<std::string, Array> stored;
+  // The delayed-scaling state of each tensor a pass quantizes with the delayed scheme (TE DelayedScaling):
+  // its scale quantizes the tensor, its history takes the tensor's amax.  A tensor without one starts as TE's
+  // first step does: scale 1, a history of 1024 zeros, algorithm max, margin 0.
+  std::map<Operand, scale::DelayedState> delayed;
   // The seed of the random bits of a stochastic rounding (philox::sr_bits over each quantized operand's
   // elements, row-major in the form it is quantized in); required when a recipe rounds stochastically.
   std::optional<std::uint64_t> sr_seed;
@@ -167,21 +221,39 @@ struct Inputs {
 // One stage of a run: a name ("x.quantized", "accumulator", "epilogue[1].bias", "amax", "output"), the
 // part of it ("codes", "scales", "tensor_scale"; empty for a stage of one array) and its array.
 struct Stage {
+  Stage(std::string name_, std::string part_, std::string description_, Array array_,
+        std::optional<std::uint32_t> tolerance = std::nullopt)
+      : name(std::move(name_)),
+        part(std::move(part_)),
+        description(std::move(description_)),
+        array(std::move(array_)),
+        tolerance_ulp(tolerance) {}
   std::string name;
   std::string part;
   std::string description;
   Array array;
+  // A stage from an activation on (gelu, silu): a kernel's array of it is compared within this many ulps of
+  // the reference, not bit for bit.
+  std::optional<std::uint32_t> tolerance_ulp;
   std::string file() const { return part.empty() ? name + ".npy" : name + "." + part + ".npy"; }
 };
 
 struct RunResult {
   std::vector<Stage> stages;
+  // Each delayed-scaling state after this pass's step (scale::delayed_update): the tensor's next scale and
+  // its history with this amax recorded; also the stages "<t>.state.history" and "<t>.state.scale".
+  std::map<Operand, scale::DelayedState> next_delayed;
 };
 
 // Runs one pass.  Throws ArgumentError whose argument is the input at fault ("x", "w", "dy", "bias",
 // "residual", "pass") for a missing input the pass needs, an input of another format than its storage, or
 // mismatched shapes.
 RunResult run(const Contract& c, Pass pass, const Inputs& in);
+
+// An operand stored already quantized, made from its values (codes of a storage format: f32, bf16 or f16)
+// by the storage's own scheme (scale::quantize), as the parts a run reads ("w.codes", ...): what a
+// checkpoint's exporter would have written.  Throws ArgumentError naming the operand.
+std::map<std::string, Array> store(const Contract& c, Operand t, const Array& values);
 
 }  // namespace lowbit::contract
 
@@ -192,13 +264,20 @@ namespace lowbit::contract {
 struct Difference {
   std::size_t index = 0;  // row-major
   std::uint64_t expected = 0, actual = 0;
+  std::optional<std::uint64_t> ulps;  // with a tolerance: the distance (nullopt: NaN against a number)
 };
 struct StageComparison {
   std::uint64_t compared = 0;
-  std::uint64_t differing = 0;
+  std::uint64_t differing = 0;  // with a tolerance: the elements beyond it
   std::vector<Difference> first;
   std::string error;  // the arrays cannot be compared (format or shape); nothing counted
+  // With a tolerance: the elements that differ but lie within it, and the element farthest from the reference
+  // (the first of them; a NaN against a number is the farthest of all).
+  std::uint64_t within = 0;
+  std::optional<Difference> worst;
 };
-StageComparison compare(const Array& expected, const Array& actual, std::size_t max_details = 10);
+// Code for code, or, with `tolerance_ulp`, by ulp_distance: an element farther than the tolerance differs.
+StageComparison compare(const Array& expected, const Array& actual, std::size_t max_details = 10,
+                        std::optional<std::uint32_t> tolerance_ulp = std::nullopt);
 
 }  // namespace lowbit::contract
