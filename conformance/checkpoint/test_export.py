@@ -161,8 +161,8 @@ def test_unknown_recipe_names_the_choices(tmp_path):
     assert sorted(os.listdir(tmp_path)) == before
     err, _ = refused(tmp_path, "--export", "modelopt", "--recipe", "MXFP4A16")
     assert "--recipe: 'MXFP4A16' is not a ModelOpt quant_algo lowbit writes (FP8, NVFP4)" in err
-    err, _ = refused(tmp_path, "--export", "gguf", "--recipe", "MXFP4")
-    assert "--export: 'gguf' is not compressed-tensors or modelopt" in err
+    err, _ = refused(tmp_path, "--export", "fp8-block", "--recipe", "FP8")
+    assert "--export: 'fp8-block' is not compressed-tensors, modelopt or gguf" in err
 
 
 def test_static_activations_need_input_scales(tmp_path):
@@ -324,3 +324,45 @@ def test_modelopt_nvfp4_fused_input_scales_take_the_largest(tmp_path):
             assert ours[ATTN + leaf + ".input_scale"] == ("F32", [], bytearray(struct.pack("<f", v)))
         rc, stdout, err = lowbit("verify-checkpoint", "--source", SOURCE, "--quantized", out)
         assert rc == 0, stdout + err
+
+
+# ---- --export gguf -------------------------------------------------------------------------------------------
+
+def test_gguf_export_is_gguf_pys_mxfp4(tmp_path):
+    # Every projection and the output head as MXFP4 under gguf-py's Llama names: each tensor's 17-byte blocks are
+    # the bytes gguf-py's own quantizer wrote into fixtures/gguf/llama_mxfp4.gguf for the same weights, and the
+    # file verifies identical; the norms and the embedding stay in the source's dtype.
+    from test_gguf_checkpoints import load
+
+    out = tmp_path / "m.gguf"
+    rc, stdout, err = lowbit("quantize", "--in", SOURCE, "--out", out, "--export", "gguf", "--recipe", "MXFP4")
+    assert rc == 0 and stdout == f"wrote {out}: gguf MXFP4, 8 weights quantized, 4 tensors copied\n", err
+    mine, theirs = load(out), load(os.path.join(FIXTURES, "gguf", "llama_mxfp4.gguf"))
+    quantized = [t for t in mine.tensors if t["type"] == 39]
+    assert sorted(t["name"] for t in quantized) == sorted(
+        ["output.weight"] + [f"blk.0.{p}.weight" for p in
+                             ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")])
+    for t in quantized:
+        other = theirs.tensor(t["name"])
+        assert other["type"] == 39 and other["dims"] == t["dims"]
+        size = 17 * t["dims"][0] // 32 * t["dims"][1]
+        a = mine.raw[mine.data + t["offset"]: mine.data + t["offset"] + size]
+        b = theirs.raw[theirs.data + other["offset"]: theirs.data + other["offset"] + size]
+        assert a == b, t["name"]
+    assert {t["name"]: t["type"] for t in mine.tensors if t["type"] != 39} == {
+        "token_embd.weight": 30, "output_norm.weight": 30, "blk.0.attn_norm.weight": 30, "blk.0.ffn_norm.weight": 30}
+    rc, stdout, _ = lowbit("verify-checkpoint", "--source", SOURCE, "--quantized", out)
+    assert rc == 0 and stdout.endswith("verify-checkpoint: gguf, 8 tensor(s), 0 differing block(s), identical\n")
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--recipe", "NVFP4"], "--recipe: 'NVFP4': gguf writes MXFP4"),
+    ([], "--recipe: required with --export gguf"),
+    (["--recipe", "MXFP4", "--ignore", "down_proj"], "--ignore: not with --export gguf"),
+])
+def test_gguf_export_refusals(tmp_path, extra, message):
+    out = tmp_path / "m.gguf"
+    rc, _, err = lowbit("quantize", "--in", SOURCE, "--out", out, "--export", "gguf", *extra)
+    assert rc == 2 and message in err and not out.exists()
+    rc, _, err = lowbit("quantize", "--in", SOURCE, "--out", tmp_path / "dir", "--export", "gguf", "--recipe", "MXFP4")
+    assert rc == 2 and "--out: --export gguf writes one FILE.gguf" in err and not (tmp_path / "dir").exists()

@@ -577,6 +577,70 @@ void write_gguf(const std::string& path, const std::vector<GgufEntry>& tensors, 
   io::write_output(path, parts, options.output);
 }
 
+// ---- quantize --export gguf ---------------------------------------------------------------------------------
+
+namespace {
+
+// The gguf-py Llama names whose weights the export writes as MXFP4: every projection and the output head (as
+// conformance/checkpoint/make_gguf.py writes them with gguf-py); norms and the token embedding stay in the
+// source's dtype.
+bool mxfp4_target(const std::string& gguf_name) {
+  for (const char* leaf : {".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_output.weight",
+                           ".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight"})
+    if (gguf_name.ends_with(leaf)) return true;
+  return gguf_name == "output.weight";
+}
+
+}  // namespace
+
+ExportSummary export_gguf(const std::string& source, const std::string& out, const GgufExportOptions& options) {
+  if (options.recipe != "MXFP4")
+    throw ArgumentError("recipe", "'" + echo_text(options.recipe, 40) + "': gguf writes MXFP4 (ggml type 39)");
+  const TensorSet src = read_tensor_set(source);
+  // Every tensor, named as gguf-py names a Llama's, in name order (GGUF's order is the writer's).
+  std::map<std::string, std::string> gguf_of;  // gguf name -> source name
+  for (const auto& [name, where] : src.where) {
+    const auto g = gguf_llama_name(name);
+    if (!g)
+      throw io::FileError(src.file_of(name), "key "" + name + """,
+                          "has no gguf-py Llama name (tensor_mapping.py): only Llama-named checkpoints are exported");
+    gguf_of[*g] = name;
+  }
+  std::vector<scale::Quantized> quantized;
+  quantized.reserve(gguf_of.size());
+  std::vector<GgufEntry> entries;
+  ExportSummary summary;
+  for (const auto& [g, name] : gguf_of) {
+    const io::Tensor& t = src.at(name);
+    if (t.dtype != io::DType::f32 && t.dtype != io::DType::bf16 && t.dtype != io::DType::f16)
+      throw io::FileError(src.file_of(name), "key "" + name + """,
+                          "dtype " + std::string(io::dtype_name(t.dtype)) + " is not F32, BF16 or F16");
+    if (!mxfp4_target(g)) {
+      entries.push_back({g, nullptr, &t});
+      ++summary.copied;
+      continue;
+    }
+    const auto dims = quantized::matrix_dims(t.shape);
+    if (t.shape.size() != 2 || !dims || dims->second % 32 != 0)
+      throw io::FileError(src.file_of(name), "key "" + name + """,
+                          "shape " + shape_text(t.shape) + ": MXFP4 takes a matrix of whole 32-element row blocks");
+    scale::Request req;
+    req.scheme = scale::Scheme::mx;
+    req.element = &formats::e2m1;
+    req.variant = scale::Variant::gguf;
+    scale::Options so;
+    if (const auto refused = scale::resolve(req, so)) throw ArgumentError("recipe", refused->message);
+    quantized.push_back(scale::quantize(scale::Tensor{dims->first, dims->second, *quantized::float_values(t)}, so));
+    entries.push_back({g, &quantized.back(), nullptr});
+    summary.quantized.push_back(name.substr(0, name.size() - 7));
+  }
+  GgufWriteOptions wo;
+  for (const io::Safetensors& f : src.files) wo.output.inputs.push_back(f.path);
+  wo.output.inputs.push_back(source);
+  write_gguf(out, entries, wo);
+  return summary;
+}
+
 namespace detail {
 
 namespace {

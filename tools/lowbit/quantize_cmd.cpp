@@ -596,9 +596,21 @@ void run_quantize_export(const QuantizeOptions& o) {
       throw InputError(std::string(flag) + ": --export writes the exporter's own recipe (--recipe); " + flag +
                        " does not apply");
   const auto format = parse<checkpoint::CheckpointFormat>(o.export_format);
+  if (format == checkpoint::CheckpointFormat::gguf) {
+    // One GGUF file: gguf-py's MXFP4 of every projection, under gguf-py's Llama names.
+    if (!o.out.ends_with(".gguf")) throw InputError("--out: --export gguf writes one FILE.gguf");
+    if (!o.ignore.empty()) throw InputError("--ignore: not with --export gguf (its projections are fixed by name)");
+    if (!o.input_scales.empty()) throw InputError("--input-scales: not with --export gguf (MXFP4A16: weights only)");
+    if (o.recipe.empty()) throw InputError("--recipe: required with --export gguf (MXFP4)");
+    const checkpoint::ExportSummary s = checkpoint::export_gguf(o.in, o.out, {.recipe = o.recipe});
+    io::write_stdout("wrote " + o.out + ": gguf " + o.recipe + ", " + std::to_string(s.quantized.size()) +
+                     " weights quantized, " + std::to_string(s.copied) + " tensors copied\n");
+    return;
+  }
   if (!format || (*format != checkpoint::CheckpointFormat::compressed_tensors &&
                   *format != checkpoint::CheckpointFormat::modelopt))
-    throw InputError("--export: '" + echo_text(o.export_format, 40) + "' is not compressed-tensors or modelopt");
+    throw InputError("--export: '" + echo_text(o.export_format, 40) +
+                     "' is not compressed-tensors, modelopt or gguf");
   if (o.recipe.empty()) {
     const std::string list = *format == checkpoint::CheckpointFormat::modelopt ? choices<checkpoint::ModeloptAlgo>()
                                                                                : choices<checkpoint::CtPreset>();
@@ -865,10 +877,11 @@ void add_quantize(CLI::App& app) {
                 "tensor of rank 2 or more)");
   q->add_option("--export", o->export_format,
                 "Checkpoint mode: write DIR as an exporter does: compressed-tensors (config.json's "
-                "quantization_config, as vLLM loads it) or modelopt (hf_quant_config.json, as TensorRT-LLM loads it)");
+                "quantization_config, as vLLM loads it), modelopt (hf_quant_config.json, as TensorRT-LLM loads it) "
+                "or gguf (one FILE.gguf of gguf-py's MXFP4 tensors)");
   q->add_option("--recipe", o->recipe,
                 "With --export, the format's preset: compressed-tensors FP8, FP8_DYNAMIC, FP8_BLOCK, NVFP4, NVFP4A16, "
-                "MXFP4A16; modelopt FP8, NVFP4");
+                "MXFP4A16; modelopt FP8, NVFP4; gguf MXFP4");
   q->add_option("--ignore", o->ignore,
                 "With --export, a module to leave unquantized besides lm_head (repeatable): its name, its last "
                 "components, or re:REGEX");

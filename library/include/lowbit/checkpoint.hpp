@@ -290,4 +290,15 @@ std::vector<std::uint8_t> encode_gguf(const std::vector<GgufEntry>& tensors, con
 // error).
 void write_gguf(const std::string& path, const std::vector<GgufEntry>& tensors, const GgufWriteOptions& options = {});
 
+// `lowbit quantize --export gguf --recipe MXFP4`: every tensor of `source` (a safetensors file or directory)
+// under its gguf-py Llama name, the projections and the output head as MXFP4 under the mx scheme's gguf
+// variant (gguf-py's arithmetic), the rest (norms, the token embedding) in their own dtype, written as one
+// GGUF v3 file `out` (general.architecture "llama"; llama.cpp's hyperparameter keys are not written).  Throws
+// ArgumentError("recipe") for another recipe, io::FileError naming the tensor for a name gguf-py's Llama table
+// lacks, a dtype other than F32/BF16/F16 or a projection whose rows are not whole 32-element blocks.
+struct GgufExportOptions {
+  std::string recipe = "MXFP4";
+};
+ExportSummary export_gguf(const std::string& source, const std::string& out, const GgufExportOptions& options = {});
+
 }  // namespace lowbit::checkpoint
