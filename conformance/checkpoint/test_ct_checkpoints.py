@@ -262,3 +262,41 @@ def test_missing_source_weight_exits_2(tmp_path):
     write_st(src / "model.safetensors", tensors, meta)
     rc, _, err = run("--source", src, "--quantized", os.path.join(FIXTURES, "fp8"))
     assert rc == 2 and ATTN + "q_proj.weight" in err
+
+
+def test_gpu_path_keeps_the_fp8_quotient_in_f32(tmp_path):
+    # compressed-tensors' GPU path (its Triton _quantize_kernel) divides the f32 values, tl.div_rn(x, s), where its
+    # CPU path's torch division on a bf16 weight rounds x / s to bf16 before e4m3: a double rounding.  One bf16
+    # tensor [amax, x]: the per-tensor scale s = bf16(amax / 448) (bf16(448) is 448), then each path's codes by
+    # numpy and ml_dtypes, against lowbit's two variants.
+    import ml_dtypes
+    import numpy as np
+
+    bf16 = ml_dtypes.bfloat16
+    amax = np.float32(bf16(1.0))
+    s = np.float32(bf16(amax / np.float32(448)))
+    found = None
+    for bits in range(0x3C00, 0x3F80):  # bf16 values in [2^-7, 1)
+        x = np.float32(np.array(bits, np.uint16).view(bf16))
+        q = np.float32(x / s)
+        cpu = np.float32(bf16(q)).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+        gpu = q.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+        if cpu != gpu:
+            found = (bits, int(cpu), int(gpu))
+            break
+    assert found, "no bf16 element tells the two paths apart"
+    bits, cpu, gpu = found
+    np.save(tmp_path / "w.npy", np.array([[0x3F80, bits]], np.uint16))
+    for variant, want in (("compressed-tensors", cpu), ("compressed-tensors-gpu", gpu)):
+        out = tmp_path / variant
+        p = subprocess.run([LOWBIT, "quantize", "--in", tmp_path / "w.npy", "--in-format", "bf16", "--scheme", "tensor",
+                            "--element", "e4m3", "--variant", variant, "--compute", "bf16", "--out", out],
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        codes = np.load(out / "codes.npy")
+        assert codes.tolist() == [[0x7E, want]], (variant, hex(bits))
+        assert np.load(out / "scales.npy").view(np.uint32).ravel().tolist() == [int(s.view(np.uint32))]
+    # The GPU variant is an FP8 row's: NVFP4's paths agree, so it is not offered there.
+    p = subprocess.run([LOWBIT, "quantize", "--in", tmp_path / "w.npy", "--in-format", "bf16", "--scheme", "nvfp4",
+                        "--variant", "compressed-tensors-gpu", "--out", tmp_path / "n"], capture_output=True, text=True)
+    assert p.returncode == 2 and "--variant" in p.stderr

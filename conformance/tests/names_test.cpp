@@ -107,7 +107,8 @@ TEST(Names, Spellings) {
   EXPECT_EQ(choices<S::NonFinite>(), "scale-nan, propagate, amax");
   EXPECT_EQ(choices<S::ZeroScale>(), "kernel, reference");
   EXPECT_EQ(choices<S::Variant>(),
-            "standard, fast-math, 4over6, 4over6-mse, torchao, compressed-tensors, modelopt, gguf, transformers");
+            "standard, fast-math, 4over6, 4over6-mse, torchao, compressed-tensors, modelopt, gguf, transformers, "
+            "compressed-tensors-gpu");
   EXPECT_EQ(choices<S::Direction>(), "row, col, both");
   EXPECT_EQ(choices<S::AmaxNan>(), "ignore, propagate");
   EXPECT_EQ(parse<S::Scheme>("nvfp4-2d"), S::Scheme::nvfp4_2d);

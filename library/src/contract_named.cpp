@@ -6,7 +6,8 @@
 // Sources read for them:
 //  * Transformer Engine, transformer_engine/common/recipe/__init__.py (commit 000b637e): Format.HYBRID is e4m3
 //    forward and e5m2 backward; Float8CurrentScaling: fprop without a split accumulator (cuBLASLt's fast
-//    accumulation), dgrad and wgrad with one; Float8BlockScaling: E4M3, power-of-two scales, 1-D (1x128)
+//    accumulation), dgrad and wgrad with one (on Blackwell, tcgen05's FP8 MMA has no such flag: every pass
+//    is the blackwell-f8f6f4 model, te-current@sm100); Float8BlockScaling: E4M3, power-of-two scales, 1-D (1x128)
 //    blocks for inputs and gradients, 2-D (128x128) for weights, split accumulation on every pass;
 //    MXFP8BlockScaling: E4M3 on every tensor; NVFP4BlockScaling: 16x16 weight blocks, stochastic rounding on
 //    gradients, the random Hadamard transform on the columnwise (wgrad) copies of inputs and gradients, as
@@ -77,6 +78,35 @@ constexpr const char* te_current_sm90 = R"json({
       "x": {"quantize": {"quantization_format": "tensor", "element": "e4m3", "profile": "te"}},
       "procedure": "hopper-fp8-promote128",
       "epilogue": [{"step": "cast", "format": "bf16"}]
+    }
+  }
+})json";
+
+constexpr const char* te_current_sm100 = R"json({
+  "lowbit_contract": 1,
+  "name": "te-current@sm100",
+  "description": "Transformer Engine Float8CurrentScaling (HYBRID) on Blackwell",
+  "source": "TE recipe/__init__.py Float8CurrentScaling; recipe_common.cuh compute_scale_from_amax; cuBLASLt FP8 GEMM on tcgen05.mma kind::f8f6f4",
+  "hardware": "unverified",
+  "storage": {"x": "bf16", "w": "bf16", "dy": "bf16"},
+  "passes": {
+    "fprop": {
+      "x": {"quantize": {"quantization_format": "tensor", "element": "e4m3", "profile": "te"}},
+      "w": {"quantize": {"quantization_format": "tensor", "element": "e4m3", "profile": "te"}},
+      "procedure": "blackwell-f8f6f4",
+      "epilogue": [{"step": "dequantize"}, {"step": "bias", "format": "bf16"}, {"step": "cast", "format": "bf16"}]
+    },
+    "dgrad": {
+      "dy": {"quantize": {"quantization_format": "tensor", "element": "e5m2", "profile": "te"}},
+      "w": {"quantize": {"quantization_format": "tensor", "element": "e4m3", "profile": "te"}},
+      "procedure": "blackwell-f8f6f4",
+      "epilogue": [{"step": "dequantize"}, {"step": "cast", "format": "bf16"}]
+    },
+    "wgrad": {
+      "dy": {"quantize": {"quantization_format": "tensor", "element": "e5m2", "profile": "te"}},
+      "x": {"quantize": {"quantization_format": "tensor", "element": "e4m3", "profile": "te"}},
+      "procedure": "blackwell-f8f6f4",
+      "epilogue": [{"step": "dequantize"}, {"step": "cast", "format": "bf16"}]
     }
   }
 })json";
@@ -276,6 +306,9 @@ constexpr const char* torchao_nvfp4_sm100 = R"json({
 constexpr NamedContract table[] = {
     {"te-current@sm90", "Transformer Engine Float8CurrentScaling (HYBRID) on Hopper (TE recipe/__init__.py)",
      te_current_sm90},
+    {"te-current@sm100",
+     "Transformer Engine Float8CurrentScaling (HYBRID) on Blackwell, unverified on hardware (TE recipe/__init__.py)",
+     te_current_sm100},
     {"te-delayed@sm90",
      "Transformer Engine DelayedScaling (HYBRID, amax history; contract run --state) on Hopper (TE recipe/__init__.py)",
      te_delayed_sm90},

@@ -54,7 +54,7 @@ def names() -> List[str]:
     Example:
         >>> import lowbit
         >>> lowbit.contract.names()[:3]
-        ['te-current@sm90', 'te-delayed@sm90', 'deepseek-v3@sm90']
+        ['te-current@sm90', 'te-current@sm100', 'te-delayed@sm90']
     """
     return [n for n, _ in _lowbit.contract_names()]
 

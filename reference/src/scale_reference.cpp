@@ -199,7 +199,9 @@ void Reference::current() {
 // torch operation in the weight's dtype (o_.compute): per block the scale s = c(amax / 448) (the decode scale,
 // stored as it is), an all-zero block's s the dtype's eps; each element c(x / s), clamped to [-448, 448],
 // then into e4m3 (a second rounding after c's).  Its "channel" strategy is one scale per output row: the
-// token scheme here.
+// token scheme here.  The compressed-tensors-gpu variant is its Triton kernel
+// (quantization/lifecycle/forward_helpers.py _quantize_kernel): output = tl.div_rn(x as f32, s as f32), clamped
+// to [-448, 448] and cast to float8e4nv, with no rounding to the weight's dtype between.
 void Reference::current_compressed_tensors(int br, int bc) {
   q_.block_rows = br;
   q_.block_cols = bc;
@@ -213,7 +215,9 @@ void Reference::current_compressed_tensors(int br, int bc) {
       q_.scales.push_back(bits_of(s));
       for (int r = r0; r < r1; ++r)
         for (int c = c0; c < c1; ++c) {
-          const float v = in_compute(quotient(at(r, c), s), o_.compute);
+          // The CPU path's torch division rounds to the weight's dtype; the GPU path's Triton kernel keeps f32.
+          const float q = quotient(at(r, c), s);
+          const float v = variant_row(o_.variant).quotient_in_f32 ? q : in_compute(q, o_.compute);
           set(r, c, element(std::isnan(v) ? v : std::clamp(v, -fmax, fmax), r, c));
         }
     }

@@ -838,8 +838,9 @@ void add_quantize(CLI::App& app) {
                 "NVFP4: standard (default), fast-math, 4over6 (per-block map to 4 or 6, least absolute error), "
                 "4over6-mse (least squared error); NVFP4 and MX: torchao (torchao 0.18's arithmetic, the torchao "
                 "profile's default); NVFP4 and FP8 (tensor, token, block): compressed-tensors (its arithmetic, "
-                "with --compute); NVFP4 and FP8 per-tensor: modelopt (ModelOpt's export); FP8 block: transformers "
-                "(its FineGrainedFP8, weight_scale_inv checkpoints); MX e2m1: gguf (gguf-py's MXFP4 quantizer)");
+                "with --compute), FP8 only: compressed-tensors-gpu (its GPU path); NVFP4 and FP8 per-tensor: "
+                "modelopt (ModelOpt's export); FP8 block: transformers (its FineGrainedFP8, weight_scale_inv "
+                "checkpoints); MX e2m1: gguf (gguf-py's MXFP4 quantizer)");
   q->add_option("--compute", o->compute,
                 "compressed-tensors variant: the precision its scales are computed in, the weight's dtype: f32 "
                 "(default), bf16, f16");

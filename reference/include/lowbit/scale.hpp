@@ -90,8 +90,9 @@ constexpr const auto& names_of(ZeroScale) { return zero_scale_names; }
 // x * fp32(fp32(1 / S_dec) / scale).  MX (mx_tensor.py to_mx, _to_mx_rceil): docs/semantics.md §4.5a.
 // compressed_tensors: the arithmetic of compressed-tensors 0.20.1's CPU path (the vLLM / LLM Compressor
 // checkpoint format), for NVFP4 and for the FP8 rows (tensor, token, block): scales computed in the
-// Compute precision (the weight's dtype), elements divided by the scale, docs/semantics.md §4
-// "compressed-tensors".
+// Compute precision (the weight's dtype), elements divided by the scale, docs/semantics.md §4.8.
+// compressed_tensors_gpu: its GPU (Triton) path for the FP8 rows: the same scales, the element quotient kept
+// in f32 (tl.div_rn) where the CPU path rounds it to the weight's dtype first.
 // modelopt: the arithmetic of NVIDIA ModelOpt 0.47.0's Hugging Face export (the TensorRT-LLM checkpoint format),
 // for NVFP4 and per-tensor FP8, docs/semantics.md §4.9: scales in f32 from amax / 448 and amax / 2688, elements
 // divided by the scale (the FP8 quotient rounded to the weight's dtype, the Compute precision, first).
@@ -112,7 +113,8 @@ enum class Variant : std::uint8_t {
   compressed_tensors,
   modelopt,
   gguf,
-  transformers
+  transformers,
+  compressed_tensors_gpu
 };
 inline constexpr Named<Variant> variant_names[] = {
     {Variant::standard, "standard", "TE's kernel"},
@@ -126,6 +128,8 @@ inline constexpr Named<Variant> variant_names[] = {
     {Variant::modelopt, "modelopt", "ModelOpt 0.47.0's Hugging Face export (TensorRT-LLM checkpoints)"},
     {Variant::gguf, "gguf", "gguf-py 0.19.0's MXFP4 quantizer (GGUF files, llama.cpp)"},
     {Variant::transformers, "transformers", "transformers 5.24's FineGrainedFP8 (weight_scale_inv checkpoints)"},
+    {Variant::compressed_tensors_gpu, "compressed-tensors-gpu",
+     "compressed-tensors 0.20.1's GPU (Triton) path: the FP8 quotient kept in f32"},
 };
 constexpr const auto& names_of(Variant) { return variant_names; }
 
@@ -275,15 +279,17 @@ inline constexpr EnumSet<Option> nvfp4_options{Option::element, Option::block,  
                                                Option::variant, Option::hadamard, Option::compute};
 // The FP8 rows' variants: TE's arithmetic and compressed-tensors'; the per-tensor row also ModelOpt's (its FP8
 // export is per-tensor).
-inline constexpr EnumSet<Variant> current_variants{Variant::standard, Variant::compressed_tensors};
-inline constexpr EnumSet<Variant> tensor_variants{Variant::standard, Variant::compressed_tensors, Variant::modelopt};
+inline constexpr EnumSet<Variant> current_variants{Variant::standard, Variant::compressed_tensors,
+                                                   Variant::compressed_tensors_gpu};
+inline constexpr EnumSet<Variant> tensor_variants{Variant::standard, Variant::compressed_tensors,
+                                                  Variant::compressed_tensors_gpu, Variant::modelopt};
 // Two-level NVFP4: every variant but gguf-py's (an MX quantizer).
 inline constexpr EnumSet<Variant> nvfp4_variants{
     Variant::standard, Variant::fast_math,          Variant::four_over_six, Variant::four_over_six_mse,
     Variant::torchao,  Variant::compressed_tensors, Variant::modelopt};
 // The block row's: TE's, compressed-tensors' and transformers' FineGrainedFP8 (its weight_scale_inv blocks).
 inline constexpr EnumSet<Variant> block_variants{Variant::standard, Variant::compressed_tensors,
-                                                 Variant::transformers};
+                                                 Variant::compressed_tensors_gpu, Variant::transformers};
 }  // namespace detail
 
 inline constexpr SchemeRow scheme_rows[] = {
@@ -449,6 +455,9 @@ struct VariantRow {
   // (conformance/checkpoint) rather than golden vectors; its definition (scale_reference.cpp) is its only
   // path; it takes no eps, pow2 or packed scales, NaN-propagating amax or zero-scale choice.
   bool exporter = false;
+  // compressed-tensors' FP8 element quotient x / s: rounded to the weight's dtype (its CPU path, torch ops on that
+  // dtype) or kept in f32 (its GPU path, the Triton kernel's tl.div_rn of the f32 values).
+  bool quotient_in_f32 = false;
 };
 inline constexpr VariantRow variant_rows[] = {
     {.variant = Variant::standard,
@@ -518,6 +527,15 @@ inline constexpr VariantRow variant_rows[] = {
      .takes_hadamard = false,
      .takes_stochastic_rounding = false,
      .exporter = true},
+    {.variant = Variant::compressed_tensors_gpu,
+     .order = Order::compressed_tensors,
+     .scale_max = 448.0f,
+     .multiplier = Multiplier::reciprocal,  // not used: its elements divide (Order::compressed_tensors)
+     .choice = BlockChoice::map_to_6,
+     .takes_hadamard = false,
+     .takes_stochastic_rounding = false,
+     .exporter = true,
+     .quotient_in_f32 = true},
 };
 constexpr const VariantRow& variant_row(Variant v) {
   for (const VariantRow& r : variant_rows)
