@@ -12,7 +12,6 @@
 #include <bit>
 #include <cfloat>
 #include <cmath>
-#include <limits>
 #include <stdexcept>
 
 #include "lowbit/convert.hpp"
@@ -78,6 +77,7 @@ float compute_tiny(Compute c) { return c == Compute::f16 ? 0x1p-14f : 0x1p-126f;
 enum class AmaxOf : std::uint8_t {
   elements,     // every element; a NaN is dropped (fmaxf), or returned where the options propagate NaN
   finite_ones,  // NaN and infinities dropped (MX under NonFinite::propagate)
+  nan_first,    // every element, a NaN returned whatever the options (torch.amax, an exporter's arithmetic)
 };
 
 class Reference {
@@ -122,13 +122,22 @@ class Reference {
       for (int c = c0; c < c1; ++c) {
         const float v = std::fabs(at(r, c));
         if (std::isnan(v)) {
-          if (o_.amax_propagates_nan && of == AmaxOf::elements) return v;
+          if ((o_.amax_propagates_nan && of == AmaxOf::elements) || of == AmaxOf::nan_first) return v;
           continue;
         }
         if (of == AmaxOf::finite_ones && std::isinf(v)) continue;
         a = std::fmax(a, v);
       }
     return a;
+  }
+
+  // f(r0, r1, c0, c1) for each br x bc block in row-major block order, the last ones partial; an empty tensor
+  // still has one block.
+  template <class F>
+  void each_block(int br, int bc, F f) const {
+    for (int r0 = 0; r0 < std::max(rows(), 1); r0 += br)
+      for (int c0 = 0; c0 < std::max(cols(), 1); c0 += bc)
+        f(r0, std::min(rows(), r0 + br), c0, std::min(cols(), c0 + bc));
   }
 
   bool holds_nan_or_inf(int r, int c0, int c1) const {
@@ -171,20 +180,18 @@ void Reference::current() {
   q_.block_rows = br;
   q_.block_cols = bc;
   q_.scale_format = packed ? &formats::e8m0 : &formats::f32;
-  for (int r0 = 0; r0 < std::max(rows(), 1); r0 += br)
-    for (int c0 = 0; c0 < std::max(cols(), 1); c0 += bc) {
-      const int r1 = std::min(rows(), r0 + br), c1 = std::min(cols(), c0 + bc);
-      const float a = amax(r0, r1, c0, c1, AmaxOf::elements);
-      float s = 0.0f;
-      if (packed) {
-        q_.scales.push_back(rules::packed_block_scale(a, elem_max(), s));
-      } else {
-        s = rules::scale_from_amax(a, elem_max(), o_.eps, o_.scale_format, FLT_MAX);
-        q_.scales.push_back(bits_of(1.0f / s));
-      }
-      for (int r = r0; r < r1; ++r)
-        for (int c = c0; c < c1; ++c) set(r, c, element(product(at(r, c), s), r, c));
+  each_block(br, bc, [&](int r0, int r1, int c0, int c1) {
+    const float a = amax(r0, r1, c0, c1, AmaxOf::elements);
+    float s = 0.0f;
+    if (packed) {
+      q_.scales.push_back(rules::packed_block_scale(a, elem_max(), s));
+    } else {
+      s = rules::scale_from_amax(a, elem_max(), o_.eps, o_.scale_format, FLT_MAX);
+      q_.scales.push_back(bits_of(1.0f / s));
     }
+    for (int r = r0; r < r1; ++r)
+      for (int c = c0; c < c1; ++c) set(r, c, element(product(at(r, c), s), r, c));
+  });
   if (packed)  // four codes per 32-bit word, the first in bits 7:0
     for (std::size_t i = 0; i < q_.scales.size(); i += 4) {
       std::uint32_t w = 0;
@@ -207,20 +214,18 @@ void Reference::current_compressed_tensors(int br, int bc) {
   q_.block_cols = bc;
   q_.scale_format = &formats::f32;
   const float fmax = elem_max();
-  for (int r0 = 0; r0 < std::max(rows(), 1); r0 += br)
-    for (int c0 = 0; c0 < std::max(cols(), 1); c0 += bc) {
-      const int r1 = std::min(rows(), r0 + br), c1 = std::min(cols(), c0 + bc);
-      float s = in_compute(amax(r0, r1, c0, c1, AmaxOf::elements) / fmax, o_.compute);
-      if (s == 0.0f) s = compute_eps(o_.compute);
-      q_.scales.push_back(bits_of(s));
-      for (int r = r0; r < r1; ++r)
-        for (int c = c0; c < c1; ++c) {
-          // The CPU path's torch division rounds to the weight's dtype; the GPU path's Triton kernel keeps f32.
-          const float q = quotient(at(r, c), s);
-          const float v = variant_row(o_.variant).quotient_in_f32 ? q : in_compute(q, o_.compute);
-          set(r, c, element(std::isnan(v) ? v : std::clamp(v, -fmax, fmax), r, c));
-        }
-    }
+  each_block(br, bc, [&](int r0, int r1, int c0, int c1) {
+    float s = in_compute(amax(r0, r1, c0, c1, AmaxOf::elements) / fmax, o_.compute);
+    if (s == 0.0f) s = compute_eps(o_.compute);
+    q_.scales.push_back(bits_of(s));
+    for (int r = r0; r < r1; ++r)
+      for (int c = c0; c < c1; ++c) {
+        // The CPU path's torch division rounds to the weight's dtype; the GPU path's Triton kernel keeps f32.
+        const float q = quotient(at(r, c), s);
+        const float v = variant_row(o_.variant).quotient_in_f32 ? q : in_compute(q, o_.compute);
+        set(r, c, element(std::isnan(v) ? v : std::clamp(v, -fmax, fmax), r, c));
+      }
+  });
 }
 
 // ModelOpt 0.47.0's per-tensor FP8 export (modelopt/torch/export/unified_export_hf.py _export_quantized_weight,
@@ -252,24 +257,17 @@ void Reference::current_transformers(int br, int bc) {
   q_.block_cols = bc;
   q_.scale_format = &formats::f32;
   const float fmax = elem_max();
-  for (int r0 = 0; r0 < std::max(rows(), 1); r0 += br)
-    for (int c0 = 0; c0 < std::max(cols(), 1); c0 += bc) {
-      const int r1 = std::min(rows(), r0 + br), c1 = std::min(cols(), c0 + bc);
-      float a = 0.0f;
-      for (int r = r0; r < r1; ++r)
-        for (int c = c0; c < c1; ++c) {
-          const float v = std::fabs(at(r, c));
-          a = std::isnan(v) || std::isnan(a) ? std::numeric_limits<float>::quiet_NaN() : std::fmax(a, v);
-        }
-      const float recip = 1.0f / a;
-      const float s = a > 0.0f ? recip * fmax : 1.0f;
-      q_.scales.push_back(bits_of(1.0f / s));
-      for (int r = r0; r < r1; ++r)
-        for (int c = c0; c < c1; ++c) {
-          const float v = at(r, c) * s;
-          set(r, c, element(std::isnan(v) ? v : std::clamp(v, -fmax, fmax), r, c));
-        }
-    }
+  each_block(br, bc, [&](int r0, int r1, int c0, int c1) {
+    const float a = amax(r0, r1, c0, c1, AmaxOf::nan_first);
+    const float recip = 1.0f / a;
+    const float s = a > 0.0f ? recip * fmax : 1.0f;
+    q_.scales.push_back(bits_of(1.0f / s));
+    for (int r = r0; r < r1; ++r)
+      for (int c = c0; c < c1; ++c) {
+        const float v = at(r, c) * s;
+        set(r, c, element(std::isnan(v) ? v : std::clamp(v, -fmax, fmax), r, c));
+      }
+  });
 }
 
 // TE delayed scaling (delayed_scaling.cu): the elements take the state's scale s (fp32(x * s), decode scale
