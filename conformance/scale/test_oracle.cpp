@@ -403,6 +403,51 @@ TEST(Oracle, LongRowsAndBands) {
   EXPECT_EQ(t.mismatches, 0u);
 }
 
+// The fast path's two regimes of size: rows gathered a group at a time (about 128 KiB of input a group, so
+// that 36 rows of 1000 columns are two groups of one-row bands, and 16-row bands pair up with a partial last
+// group), and codes of 4 MiB or more, written with non-temporal stores (ScaledBatch under
+// CodeStores::streaming: a 2048 x 2048 tensor, the smallest that takes them, under each scheme's default
+// options and an MX rule of each kind).  The best target only for the large tensor (the reference is slow).
+TEST(Oracle, GroupsOfBandsAndStreamedCodes) {
+  std::vector<Case> cases = tensors(36, 1000, 104);
+  Tally t;
+  const int targets = for_each_target([&] {
+    Rng g{13};
+    for (S::Scheme s : all<S::Scheme>()) {
+      const auto grid = option_grid(s);
+      const std::size_t stride = std::max<std::size_t>(1, grid.size() / 4);
+      for (std::size_t i = 0; i < grid.size(); i += stride) {
+        S::Options o = grid[i];
+        for (const Case& c : cases) compare(c.x, o, g, c.label, t);
+      }
+    }
+  });
+  EXPECT_GE(targets, 1);
+  Rng g{17};
+  const auto big = tensors(2048, 2048, 105);
+  std::vector<S::Request> requests;
+  for (S::Scheme s : {S::Scheme::tensor, S::Scheme::channel, S::Scheme::token, S::Scheme::block, S::Scheme::mx,
+                      S::Scheme::nvfp4, S::Scheme::nvfp4_2d}) {
+    S::Request r;
+    r.scheme = s;
+    requests.push_back(r);
+  }
+  requests[3].block_rows = 128;  // 128 x 128 blocks
+  requests[4].mx_rule = S::MxRule::floor;
+  S::Request rceil = requests[4];
+  rceil.mx_rule = S::MxRule::rceil;
+  requests.push_back(rceil);
+  for (const S::Request& r : requests) {
+    S::Options o;
+    const auto refused = S::resolve(r, o);
+    ASSERT_FALSE(refused.has_value()) << name(r.scheme);
+    compare(big[0].x, o, g, big[0].label, t);  // mixed: NaN, Inf and subnormals in every MX row's reach
+    if (r.scheme == S::Scheme::mx || r.scheme == S::Scheme::token) compare(big[4].x, o, g, big[4].label, t);
+  }
+  std::printf("%d targets, %zu runs, %zu elements, %zu mismatches\n", targets, t.runs, t.elements, t.mismatches);
+  EXPECT_EQ(t.mismatches, 0u);
+}
+
 // The reference is not the fast path under another name: a hand-derived case per family, so that the
 // sweep above compares two computations each of which is right on its own.
 TEST(Oracle, ReferenceAgreesWithHandDerivedCases) {

@@ -93,6 +93,7 @@ struct Params {
   // The rne shortcut (ConvertRne): taken for codes only when `rne_fast` and the floating-point environment is the
   // default one (rne_environment).
   bool rne_fast = false;
+  bool stream_codes = false;  // ScaledBatch under CodeStores::streaming
   const Format* target = nullptr;  // the pair's target and policy, for LoopRne's unaligned head
   Policy policy{};
   std::uint32_t rne_bias = 0;       // 2^(s-1) - 1 - ((127 - target bias) << 23), added modulo 2^32
@@ -566,7 +567,9 @@ std::size_t ConvertVectors(const Params& c, Rounding rounding, const void* in, s
 // Each vector: the multipliers (one per element, one broadcast per block when the block is a multiple of
 // the vector length, or gathered lane by lane otherwise), the products fp32(x * m) with a NaN multiplier
 // taking its own bits, then Convert on the products' bits as Loop does for an f32 source.
-template <Rounding R, bool kSimple, bool kRne = false>
+// kStream: one-byte codes written with non-temporal stores (the caller has checked the alignment; ScaledStreams),
+// made visible by ScaledBatch::flush (a fence per call cost more than the stores saved on a scheme's short rows).
+template <Rounding R, bool kSimple, bool kRne = false, bool kStream = false>
 std::size_t LoopScaled(const Params& params, const float* in, std::size_t n, const float* mult, std::size_t block,
                        void* out, std::size_t out_bytes, const std::uint32_t* rbits, const float* ahead) {
   const Params c = params;  // a local copy, as in Loop
@@ -583,7 +586,8 @@ std::size_t LoopScaled(const Params& params, const float* in, std::size_t n, con
     VU packed;
     if constexpr (kRne) packed = ConvertRne(du, c, x);
     else packed = Convert<R, false, kSimple>(du, c, x, hn::FirstN(du, 0), r);
-    if (out_bytes == 1) hn::StoreU(hn::TruncateTo(d8, packed), d8, static_cast<std::uint8_t*>(out) + i);
+    if constexpr (kStream) hn::Stream(hn::TruncateTo(d8, packed), d8, static_cast<std::uint8_t*>(out) + i);
+    else if (out_bytes == 1) hn::StoreU(hn::TruncateTo(d8, packed), d8, static_cast<std::uint8_t*>(out) + i);
     else hn::StoreU(hn::TruncateTo(d16, packed), d16, static_cast<std::uint16_t*>(out) + i);
   };
   if (ahead == nullptr) ahead = in + 512;
@@ -612,12 +616,23 @@ std::size_t LoopScaled(const Params& params, const float* in, std::size_t n, con
   return i;
 }
 
+// Whether a scaled call's codes can be streamed: asked for, one byte each, and whole vectors of at least 16 bytes
+// (hn::Stream writes 16 bytes for a shorter one) at addresses aligned to them.
+inline bool ScaledStreams(const Params& c, const void* out, std::size_t out_bytes) {
+  const std::size_t vector_bytes = hn::Lanes(DU());
+  return c.stream_codes && out_bytes == 1 && vector_bytes >= 16 && (vector_bytes & (vector_bytes - 1)) == 0 &&
+         reinterpret_cast<std::uintptr_t>(out) % vector_bytes == 0;
+}
+
 template <Rounding R>
 std::size_t RunScaled(const Params& c, const float* in, std::size_t n, const float* mult, std::size_t block, void* out,
                       std::size_t out_bytes, const std::uint32_t* rbits, const float* ahead) {
   if constexpr (R == Rounding::rne)
-    if (c.rne_fast && rne_environment())
+    if (c.rne_fast && rne_environment()) {
+      if (ScaledStreams(c, out, out_bytes))
+        return LoopScaled<R, true, true, true>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
       return LoopScaled<R, true, true>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
+    }
   if (Simple(c, false)) return LoopScaled<R, true>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
   return LoopScaled<R, false>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
 }
@@ -661,15 +676,26 @@ void BlockAbsMaxT(const float* in, std::size_t n, std::size_t block, std::uint32
   VU low = hn::Set(du, 0xFFFFFFFFu);  // minimum of |x| pattern - 1 (wrapping: zeros stay at 0xFFFFFFFF)
   const auto* bits = reinterpret_cast<const std::uint32_t*>(in);
   auto load = [&](std::size_t i) HWY_ATTR {
+    // A pass that only reads waits on memory unless it asks ahead: 4 KiB, as far as the hardware prefetcher
+    // alone did not keep it fed (a scheme's gather of rows already asked for costs one more instruction).
+    hwy::Prefetch(bits + i + 1024);
     const VU a = hn::And(hn::LoadU(du, bits + i), abs_mask);
     if constexpr (kMin) low = hn::Min(low, hn::Sub(a, one));
     return a;
   };
-  // The vertical maximum of the vectors [i, i + count * lanes).
+  // The vertical maximum of the vectors [i, i + count * lanes), four at a time into four maxima (one chain of
+  // maxima kept the loads of a long block, a whole row for the token scheme, waiting on each other's turn).
   auto vertical = [&](std::size_t i, std::size_t count) HWY_ATTR {
-    VU m = hn::Zero(du);
-    for (std::size_t k = 0; k < count; ++k, i += lanes) m = hn::Max(m, load(i));
-    return m;
+    VU m0 = hn::Zero(du), m1 = hn::Zero(du), m2 = hn::Zero(du), m3 = hn::Zero(du);
+    std::size_t k = 0;
+    for (; k + 4 <= count; k += 4, i += 4 * lanes) {
+      m0 = hn::Max(m0, load(i));
+      m1 = hn::Max(m1, load(i + lanes));
+      m2 = hn::Max(m2, load(i + 2 * lanes));
+      m3 = hn::Max(m3, load(i + 3 * lanes));
+    }
+    for (; k < count; ++k, i += lanes) m0 = hn::Max(m0, load(i));
+    return hn::Max(hn::Max(m0, m1), hn::Max(m2, m3));
   };
   auto whole_block = [&](std::size_t i) HWY_ATTR {
     if constexpr (kPer == 0) {
@@ -931,15 +957,20 @@ struct ScaledBatch::Impl {
   batch_detail::Params params;
 };
 
-ScaledBatch::ScaledBatch(const Format& to, const Policy& p) : impl_(std::make_unique<Impl>()) {
+ScaledBatch::ScaledBatch(const Format& to, const Policy& p, CodeStores stores) : impl_(std::make_unique<Impl>()) {
   impl_->to = &to;
   impl_->policy = p;
   impl_->out_bytes = batch_code_bytes(to);
   impl_->vector = batch_supported(formats::f32, to, p);
   if (impl_->vector) impl_->params = batch_detail::make_params(batch_detail::Source::f32, to, p);
+  impl_->params.stream_codes = stores == CodeStores::streaming;
 }
 
-ScaledBatch::~ScaledBatch() = default;
+ScaledBatch::~ScaledBatch() { flush(); }
+
+void ScaledBatch::flush() const {
+  if (impl_->params.stream_codes) hwy::FlushStream();
+}
 
 void ScaledBatch::run(const float* in, std::size_t n, const float* mult, std::size_t block, void* out_codes,
                       const std::uint32_t* rbits, const float* ahead) const {

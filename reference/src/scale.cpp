@@ -179,16 +179,10 @@ void stream_blocks(const float* v, int n, int bc, std::int32_t lim, std::uint32_
   }
 }
 
-// One block per column: column c's pattern maximum into m[c], its NaN and non-finite flags or-ed into
-// nan[c] and nonfinite[c] (32-bit accumulators, narrowed once per row of blocks).
-LOWBIT_SCALE_CLONES void row_columns(const float* v, int n, std::uint32_t lim, std::uint32_t* m, std::uint32_t* nan,
-                                     std::uint32_t* nonfinite) {
-  for (int c = 0; c < n; ++c) {
-    const std::uint32_t b = std::bit_cast<std::uint32_t>(v[c]) & 0x7FFFFFFFu;
-    nan[c] |= b > 0x7F800000u;
-    nonfinite[c] |= b >= 0x7F800000u;
-    m[c] = std::max(m[c], b > lim ? 0u : b);
-  }
+// One block per column: column c's largest |x| pattern into top[c] (one maximum per element: NaN and infinity
+// show in it as patterns of at least 0x7F800000, and block_amaxes reads the rare column holding one again).
+LOWBIT_SCALE_CLONES void row_columns(const float* __restrict v, int n, std::uint32_t* __restrict top) {
+  for (int c = 0; c < n; ++c) top[c] = std::max(top[c], std::bit_cast<std::uint32_t>(v[c]) & 0x7FFFFFFFu);
 }
 
 // out[c] = v[c] * f[c / bc] (row_multiply; mul_fixed: bc = BC).
@@ -222,7 +216,7 @@ BlockAmaxes block_amaxes(const Tensor& x, int br, int bc, Reach reach) {
   a.nonfinite.assign(blocks, 0);
   const std::uint32_t limit = reach == Reach::finite ? 0x7F7FFFFFu : 0x7F800000u;
   const std::size_t cols = static_cast<std::size_t>(x.cols);
-  std::vector<std::uint32_t> acc_nan(bc == 1 ? cols : 0), acc_nonfinite(acc_nan.size());
+  std::vector<std::uint32_t> top(bc == 1 ? cols : 0);  // one block per column: the band's column maxima
   for (int r = 0; r < x.rows; ++r) {
     const float* v = &x.data[static_cast<std::size_t>(r) * cols];
     const std::size_t base = static_cast<std::size_t>(r / br) * static_cast<std::size_t>(a.nbc);
@@ -233,16 +227,26 @@ BlockAmaxes block_amaxes(const Tensor& x, int br, int bc, Reach reach) {
       for (int c0 = 0; c0 < x.cols; c0 += chunk) {
         const int len = std::min(chunk, x.cols - c0);
         prefetch_span(v + c0 + len, len, end);
-        const auto at = static_cast<std::size_t>(c0);
-        row_columns(v + c0, len, limit, &a.bits[base + at], &acc_nan[at], &acc_nonfinite[at]);
+        row_columns(v + c0, len, &top[static_cast<std::size_t>(c0)]);
       }
       if ((r + 1) % br == 0 || r + 1 == x.rows) {
+        const int r0 = r / br * br;
         for (std::size_t c = 0; c < cols; ++c) {
-          a.nan[base + c] = static_cast<std::uint8_t>(acc_nan[c] != 0);
-          a.nonfinite[base + c] = static_cast<std::uint8_t>(acc_nonfinite[c] != 0);
+          // A column whose maximum is a NaN's pattern (or an infinity's, when those are not read) is read
+          // again for its largest pattern at most `limit`, as row_blocks does with such a block.
+          std::uint32_t m = top[c];
+          if (m > limit) {
+            m = 0;
+            for (int k = r0; k <= r; ++k) {
+              const std::uint32_t b = bits_of(x.data[static_cast<std::size_t>(k) * cols + c]) & 0x7FFFFFFFu;
+              m = std::max(m, b > limit ? 0u : b);
+            }
+          }
+          a.bits[base + c] = m;
+          a.nan[base + c] = static_cast<std::uint8_t>(top[c] > 0x7F800000u);
+          a.nonfinite[base + c] = static_cast<std::uint8_t>(top[c] >= 0x7F800000u);
         }
-        std::fill(acc_nan.begin(), acc_nan.end(), 0u);
-        std::fill(acc_nonfinite.begin(), acc_nonfinite.end(), 0u);
+        std::fill(top.begin(), top.end(), 0u);
       }
       continue;
     }
@@ -511,12 +515,15 @@ class Streaming {
         elem_max_(max_of(*o.element)),
         rptr_(rbits ? rbits->data() : nullptr),
         buf_(static_cast<std::size_t>(x.cols)),
-        scaled_(*o.element, o.element_policy) {
-    // The codes grow row by row as rows are written (every writer of row r calls grow_to(r) first;
-    // quantize() sizes them in full at the end): a vector sized at once writes zeros over the whole
-    // tensor's codes before the conversions write them again, a second pass over 16 MiB for a 4096 x 4096
-    // tensor, where growing by a row zeroes bytes that are in cache when the conversion overwrites them.
-    q_.codes.reserve(x.data.size());
+        scaled_(*o.element, o.element_policy, stores_for(x.data.size())) {
+    // A large tensor's codes are sized at once and the scaled conversions write them with non-temporal stores
+    // (CodeStores::streaming): the zeros land in the cache in one fast fill and the stores replace whole lines
+    // without reading them from memory, where ordinary stores would read every line of the codes first.  A small
+    // tensor's codes grow row by row as rows are written (every writer of row r calls grow_to(r) first;
+    // quantize() sizes them in full at the end), so that the bytes each row zeroes are in cache when its
+    // conversion overwrites them and stay there for the caller.
+    if (stores_for(x.data.size()) == CodeStores::streaming) q_.codes.resize(x.data.size());
+    else q_.codes.reserve(x.data.size());
   }
 
   void current();
@@ -524,8 +531,17 @@ class Streaming {
   void mx();
   void nvfp4();
   void nvfp4_1level();
+  // Makes streamed codes visible before they are read or handed on (ScaledBatch::flush).
+  void finish() const { scaled_.flush(); }
 
  private:
+  // The input a group of bands gathers before it converts them (banded): well inside the 1 MiB or more of
+  // second-level cache of current cores, so that the conversion reads it from there.
+  static constexpr std::size_t kGroupBytes = std::size_t{128} << 10;
+  // Codes of at least 4 MiB (a 2048 x 2048 tensor) are streamed: they outgrow the caches a caller would read them from.
+  static CodeStores stores_for(std::size_t codes) {
+    return codes >= (std::size_t{1} << 22) ? CodeStores::streaming : CodeStores::cached;
+  }
   float at(int r, int c) const { return x_.data[idx(r, c)]; }
   std::size_t idx(int r, int c) const { return static_cast<std::size_t>(r) * C_ + c; }
   std::uint32_t rb(std::size_t i) const { return rptr_ ? rptr_[i] : 0; }
@@ -599,52 +615,37 @@ class Streaming {
   const ScaledBatch scaled_;
 };
 
-// One pass for blocks of band.rows rows by band.cols columns (cols >= 1; MX may have blocks of 1): band
-// k's block amaxes are gathered while band k - 1 is converted, chunk by chunk, so that reading the next rows
-// from memory overlaps the conversion of rows already in cache (one stream over the input instead of an
-// amax pass and a conversion pass per band; for rows = R, the tensor scheme, it is those two passes).  The
-// conversion of each chunk asks for the next chunk to be gathered, one cache line per vector it converts (a
-// burst of requests before each gather stalled on the core's outstanding-miss limit instead).
-// band_mults(r0, r1, t) returns the multipliers of band [r0, r1) (one per block) from its amaxes t and
-// records its scales; after_row(r) runs once row r's codes are written.
+// One pass for blocks of band.rows rows by band.cols columns (cols >= 1; MX may have blocks of 1), a group of
+// bands at a time: the group's block amaxes are gathered (a read of about kGroupBytes of input from memory, which
+// the hardware prefetcher streams), then each band's rows are converted while they are still in the cache
+// (reading the input once from memory instead of an amax pass and a conversion pass).  A band larger than a
+// group (the tensor scheme's, which is all of it) is a group of its own: its amax pass, then its conversion.
+// band_mults(r0, r1, t) returns the multipliers of band [r0, r1) (one per block) from its amaxes t and records
+// its scales; after_row(r) runs once row r's codes are written.
 template <class BandMults, class AfterRow>
 void Streaming::banded(const Band& band, BandMults&& band_mults, AfterRow&& after_row) {
   const int br = band.rows, bc = band.cols;
-  const std::int32_t lim = band.gather.reach == Reach::finite ? 0x7F7FFFFF : 0x7F800000;
-  const bool want_min = band.gather.smallest_nonzero;
-  const int chunk = chunk_of(bc, C_);
-  BlockAmaxes cur, next;
-  band_amaxes(x_, 0, std::min(R_, br), bc, band.gather, cur);
-  for (int r0 = 0; r0 < R_; r0 += br) {
-    const int r1 = std::min(R_, r0 + br);
-    const float* mult = band_mults(r0, r1, cur);
-    if (r1 < R_) {
-      next.nbr = 1;
-      next.nbc = cur.nbc;
-      next.bits.assign(cur.bits.size(), 0);
-      next.nan.assign(cur.nan.size(), 0);
-      next.nonfinite.assign(cur.nonfinite.size(), 0);
-      next.min_nonzero_m1 = 0xFFFFFFFFu;
-    }
-    for (int r = r0; r < r1; ++r) {
-      const int ra = r + br;  // the row of the next band gathered meanwhile
-      grow_to(r);
-      for (int c0 = 0; c0 < C_; c0 += chunk) {
-        const int len = std::min(chunk, C_ - c0);
-        const auto blk = static_cast<std::size_t>(c0 / bc);
-        const float* ahead = nullptr;
-        if (ra < R_) {
-          const float* g = &x_.data[idx(ra, c0)];
-          row_blocks(g, len, bc, lim, &next.bits[blk], &next.nan[blk], &next.nonfinite[blk],
-                     want_min ? &next.min_nonzero_m1 : nullptr);
-          ahead = g + len;  // the next chunk gathered (rows are contiguous)
-        }
-        scaled_.run(&x_.data[idx(r, c0)], static_cast<std::size_t>(len), mult + blk, static_cast<std::size_t>(bc),
-                    &q_.codes[idx(r, c0)], rbits_at(idx(r, c0)), ahead);
+  const std::size_t band_bytes = static_cast<std::size_t>(std::min(br, R_)) * static_cast<std::size_t>(C_) * sizeof(float);
+  const int group = static_cast<int>(std::max<std::size_t>(1, kGroupBytes / std::max<std::size_t>(band_bytes, 1)));
+  std::vector<BlockAmaxes> amaxes(static_cast<std::size_t>(std::min(group, ceil_div(R_, br))));
+  const std::int64_t group_rows = static_cast<std::int64_t>(group) * br;
+  for (int g0 = 0; g0 < R_; g0 = static_cast<int>(std::min<std::int64_t>(R_, g0 + group_rows))) {
+    const int g1 = static_cast<int>(std::min<std::int64_t>(R_, g0 + group_rows));
+    std::size_t k = 0;
+    for (int r0 = g0; r0 < g1; r0 += br) band_amaxes(x_, r0, std::min(g1, r0 + br), bc, band.gather, amaxes[k++]);
+    k = 0;
+    const int next = g1 - g0;  // row r's conversion asks for row r + next, the next group's row in its place
+    for (int r0 = g0; r0 < g1; r0 += br) {
+      const int r1 = std::min(g1, r0 + br);
+      const float* mult = band_mults(r0, r1, amaxes[k++]);
+      for (int r = r0; r < r1; ++r) {
+        grow_to(r);
+        const float* ahead = r + next < R_ ? &x_.data[idx(r + next, 0)] : nullptr;
+        scaled_.run(&x_.data[idx(r, 0)], static_cast<std::size_t>(C_), mult, static_cast<std::size_t>(bc),
+                    &q_.codes[idx(r, 0)], rbits_at(idx(r, 0)), ahead);
+        after_row(r);
       }
-      after_row(r);
     }
-    std::swap(cur, next);
   }
 }
 
@@ -803,6 +804,8 @@ void Streaming::mx() {
 void Streaming::mx_elements(int r, const std::vector<float>& mults, std::size_t first, const MxRowState& row) {
   const int bc = o_.block;
   fix_.clear();
+  // The row's streamed codes are ordered before the ordinary stores below that replace some of them.
+  if (row.special || row.nan_scale) finish();
   if (row.special) {
     row_multiply(&x_.data[idx(r, 0)], C_, bc, mults.data(), buf_.data());
     for (int c0 = 0, blk = 0; c0 < C_; c0 += bc, ++blk) {
@@ -917,8 +920,10 @@ void Streaming::four_over_six(const BlockAmaxes& t, int br, float global, float 
     }
   if (any_) {
     convert_rows(br, 16, t.nbc, m4);
+    finish();
     const auto codes4 = q_.codes;
     convert_rows(br, 16, t.nbc, m6);
+    finish();
     // One row's error over columns [c0, c1) for candidate codes `cd` under block scale code `sc`.
     auto row_error = [&](const auto& cd, int r, int c0, int c1, std::uint64_t sc) {
       const float sf = static_cast<float>(code_value(formats::e4m3, sc));
@@ -1005,6 +1010,7 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
     case Family::nvfp4: pass.nvfp4(); break;
     case Family::nvfp4_1level: pass.nvfp4_1level(); break;
   }
+  pass.finish();
   q.codes.resize(x.data.size());  // every row was written (grow_to); this only covers an empty tensor
   return q;
 }

@@ -52,9 +52,17 @@ void convert_batch_scalar(const Format& from, const void* in, std::size_t n, con
 // whatever in[i] is; a NaN in[i] with a non-NaN multiplier gives in[i] quieted, as the fp32
 // multiplication does.  block >= 1 (1: one multiplier per element).  Codes are batch_code_bytes(to)
 // bytes each; rbits as for convert_batch.
+// How ScaledBatch writes its codes.  cached: ordinary stores, the codes stay in the cache for a caller that reads
+// them next.  streaming: non-temporal stores where the vector kernel can make them (one-byte codes, whole
+// vectors of at least 16 bytes at addresses aligned to them; the rest as `cached`), for a caller that writes a
+// large tensor's codes once and reads them no more: the stores do not read the lines they fill, so the codes
+// cost one write to memory instead of a read and a write.  The codes are the same either way; the caller calls
+// flush() before it hands them on.
+enum class CodeStores : std::uint8_t { cached, streaming };
+
 class ScaledBatch {
  public:
-  ScaledBatch(const Format& to, const Policy& p);
+  ScaledBatch(const Format& to, const Policy& p, CodeStores stores = CodeStores::cached);
   ~ScaledBatch();
   ScaledBatch(const ScaledBatch&) = delete;
   ScaledBatch& operator=(const ScaledBatch&) = delete;
@@ -63,6 +71,9 @@ class ScaledBatch {
   // in[i], spreading those requests over the conversion (without it, it asks for in[i + 512]).
   void run(const float* in, std::size_t n, const float* mult, std::size_t block, void* out_codes,
            const std::uint32_t* rbits, const float* ahead = nullptr) const;
+  // Under CodeStores::streaming: orders the codes written so far before every later store (a fence), so that
+  // another thread that is handed them sees them; the destructor does it too.  Nothing under `cached`.
+  void flush() const;
 
  private:
   struct Impl;
