@@ -838,12 +838,23 @@ void Streaming::mx_elements(int r, const std::vector<float>& mults, std::size_t 
 void Streaming::nvfp4() {
   const VariantRow& variant = variant_row(o_.variant);
   const int br = block_size(scheme_row(o_.scheme).block_rows, R_, o_.block_rows);
-  const BlockAmaxes t = any_ ? block_amaxes(x_, br, 16, Reach::all) : BlockAmaxes{};
-  // The tensor amax from the block amaxes (a NaN anywhere: block_amax over the tensor).
+  const bool map_to_6 = variant.choice == BlockChoice::map_to_6;
+  // The tensor amax first (a NaN anywhere, where NaN propagates: block_amax over the tensor).  4over6 reads
+  // every block's amax after it, so it gathers the whole table of block amaxes; map-to-6 reads the tensor
+  // once for its amax alone (the tensor scheme's pass) and gathers each band's block amaxes in banded, while
+  // the band is in the cache for its conversion.
+  BlockAmaxes t;
   float global = 0.0f;
-  if (!any_ || (o_.amax_propagates_nan && std::find(t.nan.begin(), t.nan.end(), 1) != t.nan.end()))
-    global = block_amax(0, R_, 0, C_, Reach::all);
-  else global = float_of(*std::max_element(t.bits.begin(), t.bits.end()));
+  if (any_ && !map_to_6) {
+    t = block_amaxes(x_, br, 16, Reach::all);
+    if (o_.amax_propagates_nan && std::find(t.nan.begin(), t.nan.end(), 1) != t.nan.end())
+      global = block_amax(0, R_, 0, C_, Reach::all);
+    else global = float_of(*std::max_element(t.bits.begin(), t.bits.end()));
+  } else if (any_ && !o_.tensor_amax) {
+    BlockAmaxes whole;
+    band_amaxes(x_, 0, R_, C_, Gather{}, whole);
+    global = o_.amax_propagates_nan && whole.nan[0] ? block_amax(0, R_, 0, C_, Reach::all) : whole.value(0);
+  }
   if (o_.tensor_amax) global = *o_.tensor_amax;  // fused projections' shared amax
   const bool torchao = variant.order == Order::torchao;  // S_dec = amax / 2688 itself
   const float s_dec = torchao ? rules::torchao_tensor_dec(global)
@@ -853,14 +864,15 @@ void Streaming::nvfp4() {
   q_.scale_format = &formats::e4m3;
   q_.block_rows = br;
   q_.block_cols = 16;
-  if (variant.choice != BlockChoice::map_to_6) return four_over_six(t, br, global, s_enc, s_dec);
+  if (!map_to_6) return four_over_six(t, br, global, s_enc, s_dec);
+  if (!any_) return;
   // Each code's element multiplier (step 6), from a table over the 256 codes.
   std::array<float, 256> mult_of{};
   for (std::size_t sc = 0; sc < mult_of.size(); ++sc)
     mult_of[sc] = rules::nvfp4_multiplier(sc, s_enc, s_dec, variant.multiplier, o_.zero_scale);
   // One row of blocks at a time: step 5 for each block, the block decode scales into e4m3 through the
   // batch path (as the scalar conversion with r = 0 under rne), then the rows' elements.
-  const auto nbc = static_cast<std::size_t>(t.nbc);
+  const auto nbc = static_cast<std::size_t>(ceil_div(C_, 16));
   const float enc_sixth = s_enc * rules::nvfp4_sixth();
   std::vector<float> block_dec(nbc), mults(nbc);
   Policy sat;
@@ -868,25 +880,26 @@ void Streaming::nvfp4() {
   const ScaledBatch to_scale(formats::e4m3, sat);  // times 1: the conversion of block_dec itself
   const float one = 1.0f;
   std::vector<std::uint8_t> block_codes(nbc);
-  q_.scales.reserve(static_cast<std::size_t>(t.nbr) * nbc);
-  for (int i = 0; i < t.nbr; ++i) {
-    const std::size_t first = static_cast<std::size_t>(i) * nbc;
-    const int r0 = i * br, r1 = std::min(R_, r0 + br);
-    for (std::size_t k = 0; k < nbc; ++k)  // fminf(v, FLT_MAX): a NaN v gives FLT_MAX
-      block_dec[k] = torchao ? rules::torchao_block_dec(t.value(first + k), s_dec)
-                             : rules::nvfp4_block_dec(t.value(first + k), enc_sixth);
-    if (o_.amax_propagates_nan)  // a block holding a NaN: its amax from amax_of (that NaN)
-      for (std::size_t k = 0; k < nbc; ++k) {
-        if (!t.nan[first + k]) continue;
-        const int c0 = static_cast<int>(k) * 16;
-        const float ba = amax_of(t, first + k, r0, r1, c0, std::min(C_, c0 + 16), Reach::all);
-        block_dec[k] = torchao ? rules::torchao_block_dec(ba, s_dec) : std::fmin(ba * enc_sixth, FLT_MAX);
-      }
-    to_scale.run(block_dec.data(), nbc, &one, nbc, block_codes.data(), nullptr);
-    q_.scales.insert(q_.scales.end(), block_codes.begin(), block_codes.end());
-    for (std::size_t k = 0; k < nbc; ++k) mults[k] = mult_of[block_codes[k]];
-    for (int r = r0; r < r1; ++r) scaled_row(r, mults.data(), 16);
-  }
+  q_.scales.reserve(static_cast<std::size_t>(ceil_div(R_, br)) * nbc);
+  banded(
+      Band{.rows = br, .cols = 16},
+      [&](int r0, int r1, const BlockAmaxes& band) {
+        for (std::size_t k = 0; k < nbc; ++k)  // fminf(v, FLT_MAX): a NaN v gives FLT_MAX
+          block_dec[k] = torchao ? rules::torchao_block_dec(band.value(k), s_dec)
+                                 : rules::nvfp4_block_dec(band.value(k), enc_sixth);
+        if (o_.amax_propagates_nan)  // a block holding a NaN: its amax from amax_of (that NaN)
+          for (std::size_t k = 0; k < nbc; ++k) {
+            if (!band.nan[k]) continue;
+            const int c0 = static_cast<int>(k) * 16;
+            const float ba = amax_of(band, k, r0, r1, c0, std::min(C_, c0 + 16), Reach::all);
+            block_dec[k] = torchao ? rules::torchao_block_dec(ba, s_dec) : std::fmin(ba * enc_sixth, FLT_MAX);
+          }
+        to_scale.run(block_dec.data(), nbc, &one, nbc, block_codes.data(), nullptr);
+        q_.scales.insert(q_.scales.end(), block_codes.begin(), block_codes.end());
+        for (std::size_t k = 0; k < nbc; ++k) mults[k] = mult_of[block_codes[k]];
+        return mults.data();
+      },
+      [](int) {});
 }
 
 // 4over6, after TE's quantize_4over6 kernel (NVIDIA/TransformerEngine
