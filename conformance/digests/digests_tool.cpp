@@ -14,7 +14,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <mutex>
@@ -23,6 +22,7 @@
 #include <vector>
 
 #include "digest_pairs.hpp"
+#include "lowbit/output.hpp"
 
 namespace {
 
@@ -106,16 +106,14 @@ int main(int argc, char** argv) {
       std::printf("not written: the 32-bit path differs\n");
       return status;
     }
-    const std::string tmp = path + ".tmp";
-    {
-      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-      f << digest::write_file(out);
-      if (!f) {
-        std::cerr << "lowbit_conversion_digests: cannot write " << tmp << "\n";
-        return 2;
-      }
+    // The project's one durable writer: an exclusive temporary beside FILE, checked writes, a rename; a
+    // device, FIFO or symbolic link at FILE is refused and the previous file stays as it was.
+    try {
+      io::write_output(path, digest::write_file(out));
+    } catch (const std::exception& e) {
+      std::cerr << "lowbit_conversion_digests: " << e.what() << "\n";
+      return 2;
     }
-    std::filesystem::rename(tmp, path);
     std::printf("wrote %s\n", path.c_str());
     return 0;
   }
