@@ -2,7 +2,7 @@
 // flags, ternary) for every pair of fast_support.hpp's proof_pairs(): on every bf16 and f16 input, and
 // on every f32 boundary pattern of the target, plus 2^24 seeded f32 samples spread over the pairs; with the rows and
 // policies as compile-time constants as the device kernels compile them; and on random formats and policies wherever
-// fast::applies() holds.  The full tier (fast_convert_full_test.cpp) takes every f32 input.
+// fast::applies() holds.  The full tier takes every f32 input (the digest sweep, conformance/digests/).
 #include <gtest/gtest.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>

@@ -6,12 +6,29 @@
 #include <string>
 
 #include "lowbit/device/check.hpp"
+#include "lowbit/conversion_digest.hpp"
 #include "lowbit/device/cvt.hpp"
+#include "lowbit/policy_pairs.hpp"
 #include "lowbit/profile.hpp"
 #include "lowbit/registry.hpp"
 
+std::string lowbit_f32_digests_text();
+
 namespace lowbit::device {
 namespace {
+
+// The digest file compiled into the device conversion test (device/convert.cmake) parses, and each of its
+// pairs names a format and a policy that this build knows (the device test resolves them the same way).
+TEST(ConversionDigests, TheEmbeddedFileParsesAndNamesKnownPairs) {
+  std::string error;
+  const auto f = digest::parse_file(lowbit_f32_digests_text(), error);
+  ASSERT_TRUE(f) << error;
+  EXPECT_GE(f->pairs.size(), 60u);
+  for (const auto& p : f->pairs) {
+    EXPECT_NE(find_format(p.target), nullptr) << p.target;
+    EXPECT_TRUE(parse_policy_text(p.policy)) << p.policy;
+  }
+}
 
 TEST(CudaCheck, NamesTheCallTheSiteAndTheError) {
   try {
