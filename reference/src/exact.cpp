@@ -24,14 +24,30 @@ mpq_class pow2(long e) {
   return r;
 }
 
-// floor(log2 q) for q > 0.
-long floor_log2(const mpq_class& q) {
-  long e =
-      static_cast<long>(mpz_sizeinbase(q.get_num_mpz_t(), 2)) - static_cast<long>(mpz_sizeinbase(q.get_den_mpz_t(), 2));
-  while (q < pow2(e)) --e;
-  while (q >= pow2(e + 1)) ++e;
-  return e;
+// q * 2^k, exactly (GMP shifts the numerator or the denominator and keeps the fraction canonical).
+mpq_class times_pow2(const mpq_class& q, long k) {
+  mpq_class r;
+  if (k >= 0) mpq_mul_2exp(r.get_mpq_t(), q.get_mpq_t(), static_cast<mp_bitcnt_t>(k));
+  else mpq_div_2exp(r.get_mpq_t(), q.get_mpq_t(), static_cast<mp_bitcnt_t>(-k));
+  return r;
 }
+
+// floor(log2 q) for q > 0.  With a and b the bit lengths of the numerator and the denominator,
+// 2^(a-1) <= num < 2^a and 2^(b-1) <= den < 2^b, so 2^(a-b-1) < q < 2^(a-b+1): the answer is a-b
+// when num >= den * 2^(a-b), and a-b-1 otherwise.
+long floor_log2(const mpq_class& q) {
+  const long e =
+      static_cast<long>(mpz_sizeinbase(q.get_num_mpz_t(), 2)) - static_cast<long>(mpz_sizeinbase(q.get_den_mpz_t(), 2));
+  mpz_class num = q.get_num(), den = q.get_den();
+  if (e >= 0) mpz_mul_2exp(den.get_mpz_t(), den.get_mpz_t(), static_cast<mp_bitcnt_t>(e));
+  else mpz_mul_2exp(num.get_mpz_t(), num.get_mpz_t(), static_cast<mp_bitcnt_t>(-e));
+  return num >= den ? e : e - 1;
+}
+
+// A 64-bit integer as a GMP integer, and back (the value must fit).
+static_assert(sizeof(unsigned long) == sizeof(std::uint64_t), "GMP's ui functions take 64-bit values here");
+mpz_class from_u64(std::uint64_t v) { return mpz_class(static_cast<unsigned long>(v)); }
+std::uint64_t to_u64(const mpz_class& z) { return static_cast<std::uint64_t>(z.get_ui()); }
 
 mpz_class floor_q(const mpq_class& q) {
   mpz_class r;
@@ -49,18 +65,21 @@ mpz_class rne_q(const mpq_class& q) {
 
 // docs/semantics.md §2's table, with rem the dropped fraction (0 < rem < 1) and lsb the kept last bit.
 bool rounds_away(Rounding mode, bool negative, bool lsb, const mpq_class& rem, std::uint64_t r, int n) {
-  const mpq_class half(1, 2);
-  const mpz_class two_n = mpz_class(1) << n;
+  // A named mpz_class, not gmpxx's expression template (which would refer to a destroyed temporary).
+  auto two_n = [n]() -> mpz_class { return mpz_class(1) << n; };
   switch (mode) {
-    case Rounding::rne: return rem > half || (rem == half && lsb);
-    case Rounding::rna: return rem >= half;
+    case Rounding::rne: {
+      const int c = mpq_cmp_ui(rem.get_mpq_t(), 1, 2);
+      return c > 0 || (c == 0 && lsb);
+    }
+    case Rounding::rna: return mpq_cmp_ui(rem.get_mpq_t(), 1, 2) >= 0;
     case Rounding::rtz: return false;
     case Rounding::rup: return !negative;
     case Rounding::rdn: return negative;
     case Rounding::rto: return !lsb;
-    case Rounding::sr_a: return floor_q(rem * two_n) + mpz_class(std::to_string(r)) >= two_n;
-    case Rounding::sr_b: return floor_q(rem * two_n * 2) + 2 * mpz_class(std::to_string(r)) + 1 >= two_n * 2;
-    case Rounding::sr_c: return rne_q(rem * two_n) + mpz_class(std::to_string(r)) >= two_n;
+    case Rounding::sr_a: return floor_q(rem * two_n()) + from_u64(r) >= two_n();
+    case Rounding::sr_b: return floor_q(rem * two_n() * 2) + 2 * from_u64(r) + 1 >= two_n() * 2;
+    case Rounding::sr_c: return rne_q(rem * two_n()) + from_u64(r) >= two_n();
   }
   return false;
 }
@@ -95,8 +114,7 @@ Value from_unpacked(const Unpacked& u) {
   if (u.cls == ValueClass::finite) {
     mpz_class s;
     mpz_import(s.get_mpz_t(), 1, 1, sizeof(u.significand), 0, 0, &u.significand);
-    v.magnitude = mpq_class(s) * pow2(u.exponent);
-    v.magnitude.canonicalize();
+    v.magnitude = times_pow2(mpq_class(s), u.exponent);
   }
   return v;
 }
@@ -237,7 +255,7 @@ Result round(const Format& to, const Value& x, const Policy& p, std::uint64_t rb
   }
   // Truncate with the exponent clamped below at emin (giving subnormals).
   const long eq = e > emin ? e : emin;
-  const mpq_class scaled = q / pow2(eq - m);
+  const mpq_class scaled = times_pow2(q, m - eq);
   const mpz_class n = floor_q(scaled);
   const mpq_class rem = scaled - n;
   mpz_class lower = (mpz_class(eq - emin) << static_cast<mp_bitcnt_t>(m)) + n;
@@ -248,27 +266,30 @@ Result round(const Format& to, const Value& x, const Policy& p, std::uint64_t rb
   if (inexact && p.quirks.nozero_lowest_binade_rounds_up && !to.has_zero && e == emin) away = true;
 
   bool tiny = false;
-  if (to.has_tiny_range()) {
+  // A value of at least 2^emin is never tiny: 2^emin is a value at the format's precision, so rounding
+  // with an unbounded exponent range cannot take the value below it.  Below 2^emin (e < emin):
+  if (to.has_tiny_range() && e < emin) {
     if (p.tininess == Tininess::before) {
-      tiny = q < pow2(emin);
+      tiny = true;
     } else {
-      // Round with an unbounded exponent range at the format's precision, then compare with 2^emin.
-      const mpq_class s2 = q / pow2(e - m);
+      // Round with an unbounded exponent range at the format's precision, then compare with 2^emin:
+      // the rounded value is (n2 + away2) * 2^(e-m), below 2^emin when n2 + away2 < 2^(emin - e + m).
+      const mpq_class s2 = times_pow2(q, m - e);
       const mpz_class n2 = floor_q(s2);
       const mpq_class r2 = s2 - n2;
       const bool away2 =
           r2 != 0 && rounds_away(p.rounding, negative, mpz_odd_p(n2.get_mpz_t()) != 0, r2, rbits, p.sr_bits);
-      tiny = mpq_class(n2 + (away2 ? 1 : 0)) * pow2(e - m) < pow2(emin);
+      tiny = n2 + (away2 ? 1 : 0) < mpz_class(1) << static_cast<mp_bitcnt_t>(emin - e + m);
     }
   }
 
   const mpz_class rounded = lower + (away ? 1 : 0);
-  const mpz_class limit = mpz_class(std::to_string(to.max_finite_magnitude(negative))) + 1;
-  const std::uint64_t mag = rounded >= limit ? to.max_finite_magnitude(negative) + 1 : std::stoull(rounded.get_str());
+  const mpz_class limit = from_u64(to.max_finite_magnitude(negative)) + 1;
+  const std::uint64_t mag = rounded >= limit ? to.max_finite_magnitude(negative) + 1 : to_u64(rounded);
 
   if (trace) {
     const std::uint64_t maxm = to.max_finite_magnitude(negative);
-    const std::uint64_t lo = lower >= limit ? maxm + 1 : std::stoull(lower.get_str());
+    const std::uint64_t lo = lower >= limit ? maxm + 1 : to_u64(lower);
     trace->has_neighbours = true;
     trace->lower_beyond_max = lo > maxm;
     trace->upper_beyond_max = lo + 1 > maxm;
