@@ -2,6 +2,12 @@
 // bf16 under rne with satfinite and with nosat, compared with the scalar path (code, flags, ternary), and
 // the codes alone (the batch kernel's codes-only variant, its rne shortcut for these pairs) too.
 // Blocks of 2^16 inputs run in parallel with oneTBB.
+//
+// The digest sweep (conformance/digests/, digests.EveryChunkOfEveryPair) already converts every f32 input
+// of its pairs through lowbit::convert and holds the batch conversion against it wherever the vector
+// kernel takes the pair, in the same way.  A case among those pairs would only repeat 2^32 reference
+// conversions, so this sweep runs the cases that are not (today bf16 under rne + satfinite, which no
+// profile uses by default).
 #include <gtest/gtest.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -12,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../digests/digest_pairs.hpp"
 #include "batch_support.hpp"
 
 namespace lowbit::batch_test {
@@ -62,11 +69,28 @@ TEST_P(AllF32, EveryInput) {
   EXPECT_EQ(bad.load(), 0u) << to.name << " under " << describe(p) << "; first mismatch: " << first;
 }
 
-INSTANTIATE_TEST_SUITE_P(Full, AllF32,
-                         ::testing::Values(Case{&formats::e4m3, Overflow::satfinite}, Case{&formats::e4m3, Overflow::nosat},
-                                           Case{&formats::e5m2, Overflow::satfinite}, Case{&formats::e5m2, Overflow::nosat},
-                                           Case{&formats::e2m1, Overflow::satfinite}, Case{&formats::e2m1, Overflow::nosat},
-                                           Case{&formats::bf16, Overflow::satfinite}, Case{&formats::bf16, Overflow::nosat}),
+// The cases, less those the digest sweep holds the batch conversion against on every input.
+std::vector<Case> cases_outside_the_digest_sweep() {
+  const Case all[] = {{&formats::e4m3, Overflow::satfinite}, {&formats::e4m3, Overflow::nosat},
+                      {&formats::e5m2, Overflow::satfinite}, {&formats::e5m2, Overflow::nosat},
+                      {&formats::e2m1, Overflow::satfinite}, {&formats::e2m1, Overflow::nosat},
+                      {&formats::bf16, Overflow::satfinite}, {&formats::bf16, Overflow::nosat}};
+  const auto swept = digest_test::digest_pairs();
+  std::vector<Case> out;
+  for (const Case& c : all) {
+    const Policy p{.rounding = Rounding::rne, .overflow = c.overflow};
+    bool covered = false;
+    for (const auto& d : swept)
+      covered |= same_format(*d.target, *c.to) && same_policy_value(d.policy, p) &&
+                 batch_supported(formats::f32, *c.to, p);
+    if (!covered) out.push_back(c);
+  }
+  return out;
+}
+
+// Empty only if the digest sweep came to cover every case.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(AllF32);
+INSTANTIATE_TEST_SUITE_P(Full, AllF32, ::testing::ValuesIn(cases_outside_the_digest_sweep()),
                          [](const auto& info) {
                            return std::string(info.param.to->name) + "_rne_" + name(info.param.overflow);
                          });

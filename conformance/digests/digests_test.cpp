@@ -32,12 +32,12 @@ TEST(ConversionDigests, FileListsEveryPairWithItsPolicy) {
   ASSERT_EQ(f.pairs.size(), pairs.size()) << "regenerate: lowbit_conversion_digests --write " << LOWBIT_DIGEST_FILE;
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     EXPECT_EQ(f.pairs[i].target, pairs[i].target->name) << "pair " << i;
-    EXPECT_EQ(f.pairs[i].policy, policy_text(pairs[i].policy)) << "pair " << i;
+    EXPECT_EQ(f.pairs[i].policy, whole_policy_text(pairs[i].policy)) << "pair " << i;
     EXPECT_EQ(f.pairs[i].labels, pairs[i].labels) << "pair " << i;
     EXPECT_EQ(f.pairs[i].fast, pairs[i].fast) << "pair " << i;
-    const auto back = parse_policy_text(f.pairs[i].policy);
+    const auto back = parse_whole_policy_text(f.pairs[i].policy);
     ASSERT_TRUE(back) << f.pairs[i].policy;
-    EXPECT_EQ(policy_text(*back), f.pairs[i].policy);
+    EXPECT_EQ(whole_policy_text(*back), f.pairs[i].policy);
   }
   // Every built-in format appears, under every profile that converts into it.
   for (const Format& fmt : formats::builtin) {
@@ -55,8 +55,8 @@ TEST(ConversionDigests, EveryPairOfTheFastPathsProofIsSweptThroughIt) {
     const DigestPair* hit = nullptr;
     for (const DigestPair& d : pairs)
       if (same_format(*d.target, *p.to) && same_policy_value(d.policy, p.policy)) hit = &d;
-    ASSERT_NE(hit, nullptr) << p.to->name << " under " << policy_text(p.policy) << " (" << p.why << ")";
-    EXPECT_TRUE(hit->fast) << p.to->name << " under " << policy_text(p.policy) << " (" << p.why << ")";
+    ASSERT_NE(hit, nullptr) << p.to->name << " under " << whole_policy_text(p.policy) << " (" << p.why << ")";
+    EXPECT_TRUE(hit->fast) << p.to->name << " under " << whole_policy_text(p.policy) << " (" << p.why << ")";
   }
 }
 
@@ -75,9 +75,28 @@ TEST(ConversionDigests, ASliceRecomputedOnTheHostEqualsTheFile) {
   for (std::size_t i = 0; i < slice.size(); ++i) {
     const auto& [p, c] = slice[i];
     EXPECT_EQ(digest::hex16(got[i].digest), digest::hex16(f.pairs[p].digests[static_cast<std::size_t>(c)]))
-        << "f32 -> " << pairs[p].target->name << " under " << policy_text(pairs[p].policy) << ", chunk " << c;
+        << "f32 -> " << pairs[p].target->name << " under " << whole_policy_text(pairs[p].policy) << ", chunk " << c;
     EXPECT_EQ(got[i].fast_mismatches, 0u) << pairs[p].target->name << " first 0x" << std::hex << got[i].first_mismatch;
+    EXPECT_EQ(got[i].batch_mismatches, 0u)
+        << pairs[p].target->name << " first 0x" << std::hex << got[i].first_batch_mismatch;
   }
+}
+
+// The batch conversion is swept against lowbit::convert on every f32 input by the digest sweep for the
+// pairs its vector kernel takes, and batch.Full sweeps the rest of its cases: most of the digest pairs
+// reach the vector kernel, among them the plain rne cases of e4m3, e5m2 and e2m1.
+TEST(ConversionDigests, TheBatchKernelIsSweptOnMostPairs) {
+  const auto pairs = digest_pairs();
+  std::size_t batch = 0;
+  for (const DigestPair& d : pairs) batch += batch_supported(formats::f32, *d.target, d.policy);
+  EXPECT_GE(batch * 2, pairs.size());
+  for (const Format* f : {&formats::e4m3, &formats::e5m2, &formats::e2m1})
+    for (Overflow o : {Overflow::satfinite, Overflow::nosat}) {
+      const Policy p{.rounding = Rounding::rne, .overflow = o};
+      bool hit = false;
+      for (const DigestPair& d : pairs) hit |= same_format(*d.target, *f) && same_policy_value(d.policy, p);
+      EXPECT_TRUE(hit && batch_supported(formats::f32, *f, p)) << f->name << " " << name(o);
+    }
 }
 
 // The digest moves with each part of a result: the code, each flag, the ternary value and the index.
@@ -112,8 +131,8 @@ TEST(ConversionDigests, MalformedFilesAreRefusedNamingTheLine) {
   EXPECT_FALSE(digest::parse_file("version 2\nchunk_bits 24\n", error));
   EXPECT_FALSE(digest::parse_file("version x\nchunk_bits 24\n", error));
   EXPECT_NE(error.find("line 1"), std::string::npos) << error;
-  EXPECT_FALSE(parse_policy_text("rne satfinite keep"));
-  EXPECT_FALSE(parse_policy_text(policy_text(Policy{}) + " extra"));
+  EXPECT_FALSE(parse_whole_policy_text("rne satfinite keep"));
+  EXPECT_FALSE(parse_whole_policy_text(whole_policy_text(Policy{}) + " extra"));
 }
 
 }  // namespace

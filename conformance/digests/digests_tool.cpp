@@ -1,12 +1,13 @@
 // lowbit_conversion_digests: writes or checks the f32 conversion digests (lowbit/conversion_digest.hpp)
 // of every pair of digest_pairs.hpp, every f32 input of each.  While it converts, it also holds the
-// 32-bit path (lowbit/fast_convert.hpp) against lowbit::convert on every input of the pairs it applies
-// to, and refuses to write when they differ anywhere.
+// 32-bit path (lowbit/fast_convert.hpp) and the batch conversion (lowbit/batch.hpp, where its vector
+// kernel takes the pair) against lowbit::convert on every input of the pairs they apply to, and refuses
+// to write when they differ anywhere.
 //
 //   lowbit_conversion_digests --write FILE   compute everything and write FILE (atomically)
 //   lowbit_conversion_digests --check FILE   compute everything and compare with FILE (the full tier)
 //
-// Exit status: 0 when written / equal, 1 when a digest differs or the 32-bit path differs, 2 on a usage
+// Exit status: 0 when written / equal, 1 when a digest differs or a faster path differs, 2 on a usage
 // error or an unreadable or malformed FILE.
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -80,30 +81,40 @@ int main(int argc, char** argv) {
   digest::File out;
   out.version = digest::k_version;
   for (std::size_t i = 0; i < pairs.size(); ++i) {
-    digest::FilePair fp{pairs[i].target->name, policy_text(pairs[i].policy), pairs[i].labels, pairs[i].fast, {}};
-    std::uint64_t fast_bad = 0;
-    std::uint32_t first = 0;
+    digest::FilePair fp{pairs[i].target->name, whole_policy_text(pairs[i].policy), pairs[i].labels, pairs[i].fast, {}};
+    std::uint64_t fast_bad = 0, batch_bad = 0;
+    std::uint32_t first = 0, first_batch = 0;
     for (int c = 0; c < digest::k_chunks; ++c) {
       const auto& r = results[i * digest::k_chunks + static_cast<std::size_t>(c)];
       fp.digests.push_back(r.digest);
       if (r.fast_mismatches && !fast_bad) first = r.first_mismatch;
+      if (r.batch_mismatches && !batch_bad) first_batch = r.first_batch_mismatch;
       fast_bad += r.fast_mismatches;
+      batch_bad += r.batch_mismatches;
     }
     if (fast_bad) {
       std::printf("fast::convert differs from convert: f32 -> %s under %s on %llu inputs, the first 0x%08x\n",
                   fp.target.c_str(), fp.policy.c_str(), static_cast<unsigned long long>(fast_bad), first);
       status = 1;
     }
+    if (batch_bad) {
+      std::printf("convert_batch differs from convert: f32 -> %s under %s on %llu inputs, the first 0x%08x\n",
+                  fp.target.c_str(), fp.policy.c_str(), static_cast<unsigned long long>(batch_bad), first_batch);
+      status = 1;
+    }
     out.pairs.push_back(std::move(fp));
   }
-  std::size_t fast_pairs = 0;
-  for (const auto& p : pairs) fast_pairs += p.fast;
-  std::printf("%zu pairs (%zu also through the 32-bit path), %zu chunks of 2^%d f32 inputs\n", pairs.size(), fast_pairs,
-              units, digest::k_chunk_bits);
+  std::size_t fast_pairs = 0, batch_pairs = 0;
+  for (const auto& p : pairs) {
+    fast_pairs += p.fast;
+    batch_pairs += batch_supported(formats::f32, *p.target, p.policy);
+  }
+  std::printf("%zu pairs (%zu also through the 32-bit path, %zu through the batch kernel), %zu chunks of 2^%d f32 inputs\n",
+              pairs.size(), fast_pairs, batch_pairs, units, digest::k_chunk_bits);
 
   if (mode == "--write") {
     if (status) {
-      std::printf("not written: the 32-bit path differs\n");
+      std::printf("not written: a faster path differs\n");
       return status;
     }
     // The project's one durable writer: an exclusive temporary beside FILE, checked writes, a rename; a

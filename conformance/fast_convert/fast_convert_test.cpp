@@ -30,7 +30,7 @@ struct Splitmix {
 };
 
 std::string pair_name(const Pair& p) {
-  return std::string(p.to->name) + " under " + policy_text(p.policy) + " (" + p.why + ")";
+  return std::string(p.to->name) + " under " + whole_policy_text(p.policy) + " (" + p.why + ")";
 }
 
 TEST(FastConvert, ProofPairsAreTheOnesTheQuantizersAndProfilesUse) {
@@ -149,7 +149,7 @@ TEST(FastConvert, ConstantRowsAndPoliciesAsTheKernelsCompileThem) {
   req.rounding = Rounding::rne;
   req.overflow = Overflow::satfinite;
   std::string error;
-  EXPECT_EQ(policy_text(resolve(find_profile("cuda"), formats::e4m3, req, error)->policy), policy_text(k_cuda));
+  EXPECT_EQ(whole_policy_text(resolve(find_profile("cuda"), formats::e4m3, req, error)->policy), whole_policy_text(k_cuda));
   // A constant result: the fast path is a constant expression as well.
   static_assert(fast::convert(formats::f32, 0x43E00000u, formats::e4m3, k_quantizer).code == 0x7E);
   static_assert(fast::convert(formats::f32, 0x7F800000u, formats::e4m3, k_quantizer).code == 0x7E);

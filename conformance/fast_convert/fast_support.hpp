@@ -157,7 +157,7 @@ inline std::uint64_t compare(const Format& from, const std::vector<std::uint32_t
     const Result got = fast::convert(from, c, to, p);
     if (got == want) continue;
     if (static_cast<int>(bad++) < max_reports)
-      ADD_FAILURE() << from.name << " -> " << to.name << " under " << policy_text(p) << ": input " << hex(c) << " ("
+      ADD_FAILURE() << from.name << " -> " << to.name << " under " << whole_policy_text(p) << ": input " << hex(c) << " ("
                     << exact::code_text(from, c) << ")\n  convert:       " << hex(want.code) << " flags "
                     << int(want.flags) << " ternary " << int(want.ternary) << "\n  fast::convert: " << hex(got.code)
                     << " flags " << int(got.flags) << " ternary " << int(got.ternary);

@@ -108,7 +108,7 @@ TEST(DeviceConvert, EveryF32InputEqualsTheHostsDigests) {
   const auto start = std::chrono::steady_clock::now();
   for (const digest::FilePair& fp : file->pairs) {
     const Format* to = lowbit::find_format(fp.target);
-    const auto pol = lowbit::parse_policy_text(fp.policy);
+    const auto pol = lowbit::parse_whole_policy_text(fp.policy);
     ASSERT_NE(to, nullptr) << fp.target;
     ASSERT_TRUE(pol) << fp.policy;
     ASSERT_EQ(fp.fast, lowbit::fast::applies(lowbit::formats::f32, *to, *pol)) << fp.target << " | " << fp.policy;

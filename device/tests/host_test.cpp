@@ -26,7 +26,7 @@ TEST(ConversionDigests, TheEmbeddedFileParsesAndNamesKnownPairs) {
   EXPECT_GE(f->pairs.size(), 60u);
   for (const auto& p : f->pairs) {
     EXPECT_NE(find_format(p.target), nullptr) << p.target;
-    EXPECT_TRUE(parse_policy_text(p.policy)) << p.policy;
+    EXPECT_TRUE(parse_whole_policy_text(p.policy)) << p.policy;
   }
 }
 

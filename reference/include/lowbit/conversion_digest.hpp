@@ -6,7 +6,7 @@
 // with probability about 2^-64.
 //
 // The digest file (device/digests/f32_conversions.txt, written by lowbit_conversion_digests in the full
-// tier) holds, for each pair, the target, the whole policy (policy_text) and its 256 chunk digests.
+// tier) holds, for each pair, the target, the whole policy (whole_policy_text, lowbit/policy_pairs.hpp) and its 256 chunk digests.
 // term() is LOWBIT_HD (the device reduction calls it); the file functions are host only.
 #pragma once
 #include <algorithm>
@@ -46,7 +46,7 @@ LOWBIT_HD constexpr std::uint64_t term(std::uint64_t index, const Result& r) {
 
 struct FilePair {
   std::string target;                  // format name
-  std::string policy;                  // policy_text()
+  std::string policy;                  // whole_policy_text()
   std::string labels;                  // the profiles (or quantizer paths) that use it, comma-separated
   bool fast = false;                   // fast::applies(f32, target, policy): the 32-bit path was checked too
   std::vector<std::uint64_t> digests;  // k_chunks
