@@ -4,7 +4,8 @@
 #   tools/bench/run.sh [build-dir]        (default: build-bench)
 #
 # Environment: LOWBIT_BENCH_REPS (repetitions, default 3: every table cell is a median), LOWBIT_BENCH_JOBS (build
-# jobs, default 2), LOWBIT_BENCH_FILTER (a regular expression: only the C++ rows it matches),
+# jobs, default 2), LOWBIT_BENCH_FILTER (a regular expression: only the C++ rows it matches), LOWBIT_BENCH_PYTHON
+# (the interpreter of the rows scripts, default python3: the one with the peers and the lowbit package installed),
 # LOWBIT_BENCH_OPENBLAS_CORETYPE (skip the probe below and use this kernel set), LOWBIT_GEMM_BENCH_LARGE=0 (no
 # 4096^3 rows).  The JSON of every benchmark is kept in <build-dir>/bench-json/ (flags and versions in each
 # file's context).
@@ -23,6 +24,7 @@ build="${1:-$root/build-bench}"
 reps="${LOWBIT_BENCH_REPS:-3}"
 jobs="${LOWBIT_BENCH_JOBS:-2}"
 filter="${LOWBIT_BENCH_FILTER:-}"
+python="${LOWBIT_BENCH_PYTHON:-python3}"
 
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLOWBIT_CUDA=OFF -DLOWBIT_BENCH=ON
@@ -73,7 +75,7 @@ OPENBLAS_CORETYPE="$coretype" "$bench/lowbit_gemm_bench" "${common[@]}" > "$out/
 "$bench/lowbit_scheme_bench" "${common[@]}" > "$out/scheme.json"
 for script in "$root"/tools/bench/*_rows.py; do
   [[ -e "$script" ]] || continue
-  python3 "$script" --repetitions "$reps" --out "$out/$(basename "$script" .py).json"
+  "$python" "$script" --repetitions "$reps" --out "$out/$(basename "$script" .py).json"
 done
 
 compiler="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")"

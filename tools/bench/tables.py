@@ -80,7 +80,7 @@ class Report:
             if impl not in impls:
                 impls.append(impl)
         order = ["floor", "floor_stream", "simd", "floor/threads:2", "floor_stream/threads:2", "simd/threads:2",
-                 "simd_flags", "scalar", "exact", "cuda_host", "eigen"]
+                 "simd_flags", "scalar", "exact", "cuda_host", "eigen", "python", "python/threads:2", "python_call"]
         impls.sort(key=lambda i: (order.index(i) if i in order else len(order), i))
         print("## Conversions f32 -> target over 2^24 random 32-bit patterns, items per second\n")
         print("| target | " + " | ".join(impls) + " |")
@@ -118,6 +118,56 @@ class Report:
                                 f"{allows:.2f}x)", below=False)
             else:
                 cells.append("-")
+            print("| " + " | ".join(cells) + " |")
+        print()
+        self.python()
+
+    def python(self):
+        """The Python package's rows (python_rows.py) against its peers in the same run (the targets of the Python
+        package's issue: >= 20x ml_dtypes' astype, >= 2x torch's Tensor.to on one thread, the package's layer within
+        10% of the extension's batch call)."""
+        r = self.rows
+        if not any(ok(r.get(f"BM_Convert/{t}/python")) for t in CONVERT_TARGETS + ["f16"]):
+            return
+        print("The Python package (`lowbit.convert`, one thread) against the C++ batch path, its own batch call and "
+              "the Python peers:\n")
+        print("| target | lowbit.convert | / C++ simd | layer's cost against the batch call | / ml_dtypes (numpy for f16) "
+              "| / torch, 1 thread | 2 threads / 1 |")
+        print("|---|---|---|---|---|---|---|")
+        for t in CONVERT_TARGETS + ["f16"]:
+            py = r.get(f"BM_Convert/{t}/python")
+            if not ok(py):
+                continue
+            v = py["items_per_second"]
+            cells = [t, rate(py)]
+            simd = r.get(f"BM_Convert/{t}/simd")
+            cells.append(f"{v / simd['items_per_second']:.0%}" if ok(simd) else "-")
+            call = r.get(f"BM_Convert/{t}/python_call")
+            if ok(call):
+                cost = call["items_per_second"] / v - 1
+                cells.append(f"{cost:+.1%}")
+                self.target(f"Python layer, {t}", cost, 0.10, f"{cost:+.1%} against the batch call (target <= 10%)")
+            else:
+                cells.append("-")
+            peer = r.get(f"BM_Convert/{t}/{'numpy' if t == 'f16' else 'ml_dtypes'}")
+            if ok(peer):
+                ratio = v / peer["items_per_second"]
+                cells.append(f"{ratio:.1f}x")
+                if t != "f16":
+                    self.target(f"lowbit.convert -> {t} against ml_dtypes", ratio, 20.0,
+                                f"{ratio:.1f}x (target >= 20x)", below=False)
+            else:
+                cells.append("-")
+            torch = r.get(f"BM_Convert/{t}/torch")
+            if ok(torch):
+                ratio = v / torch["items_per_second"]
+                cells.append(f"{ratio:.2f}x")
+                self.target(f"lowbit.convert -> {t} against torch, one thread", ratio, 2.0,
+                            f"{ratio:.2f}x (target >= 2x)", below=False)
+            else:
+                cells.append("-")
+            py2 = r.get(f"BM_Convert/{t}/python/threads:2")
+            cells.append(f"{py2['items_per_second'] / v:.2f}x" if ok(py2) else "-")
             print("| " + " | ".join(cells) + " |")
         print()
 
