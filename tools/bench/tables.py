@@ -122,6 +122,15 @@ class Report:
         print()
         self.python()
 
+    def faster_than(self, v, peer, what, limit, fmt):
+        """The cell of a rate `v` over a peer's row, "-" without the row; with `what`, the target of at least `limit`."""
+        if not ok(peer):
+            return "-"
+        ratio = v / peer["items_per_second"]
+        if what:
+            self.target(what, ratio, limit, f"{ratio:{fmt}}x (target >= {limit:g}x)", below=False)
+        return f"{ratio:{fmt}}x"
+
     def python(self):
         """The Python package's rows (python_rows.py) against its peers in the same run (the targets of the Python
         package's issue: >= 20x ml_dtypes' astype, >= 2x torch's Tensor.to on one thread, the package's layer within
@@ -150,22 +159,10 @@ class Report:
             else:
                 cells.append("-")
             peer = r.get(f"BM_Convert/{t}/{'numpy' if t == 'f16' else 'ml_dtypes'}")
-            if ok(peer):
-                ratio = v / peer["items_per_second"]
-                cells.append(f"{ratio:.1f}x")
-                if t != "f16":
-                    self.target(f"lowbit.convert -> {t} against ml_dtypes", ratio, 20.0,
-                                f"{ratio:.1f}x (target >= 20x)", below=False)
-            else:
-                cells.append("-")
-            torch = r.get(f"BM_Convert/{t}/torch")
-            if ok(torch):
-                ratio = v / torch["items_per_second"]
-                cells.append(f"{ratio:.2f}x")
-                self.target(f"lowbit.convert -> {t} against torch, one thread", ratio, 2.0,
-                            f"{ratio:.2f}x (target >= 2x)", below=False)
-            else:
-                cells.append("-")
+            what = f"lowbit.convert -> {t} against ml_dtypes" if t != "f16" else None
+            cells.append(self.faster_than(v, peer, what, 20.0, ".1f"))
+            what = f"lowbit.convert -> {t} against torch, one thread"
+            cells.append(self.faster_than(v, r.get(f"BM_Convert/{t}/torch"), what, 2.0, ".2f"))
             py2 = r.get(f"BM_Convert/{t}/python/threads:2")
             cells.append(f"{py2['items_per_second'] / v:.2f}x" if ok(py2) else "-")
             print("| " + " | ".join(cells) + " |")
