@@ -34,34 +34,24 @@ class AllF32 : public ::testing::TestWithParam<Case> {};
 TEST_P(AllF32, EveryInput) {
   const Format& to = *GetParam().to;
   const Policy p{.rounding = Rounding::rne, .overflow = GetParam().overflow};
-  constexpr std::uint64_t block = 1u << 16;
+  constexpr std::uint64_t block = digest_test::BatchBlock::size;
   constexpr std::uint64_t blocks = (std::uint64_t{1} << 32) / block;
   std::atomic<std::uint64_t> bad{0};
   std::mutex first_mutex;
   std::string first;
   tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, blocks), [&](const tbb::blocked_range<std::uint64_t>& r) {
-    std::vector<std::uint32_t> in(block);
-    std::vector<std::uint16_t> codes(block), codes_only(block);
-    std::vector<std::uint8_t> flags(block);
-    std::vector<std::int8_t> ternary(block);
-    const bool wide = batch_code_bytes(to) == 2;
+    digest_test::BatchBlock blk;
     for (std::uint64_t b = r.begin(); b != r.end(); ++b) {
-      for (std::uint64_t i = 0; i < block; ++i) in[i] = static_cast<std::uint32_t>(b * block + i);
-      convert_batch(formats::f32, in.data(), block, to, p, codes.data(), flags.data(), ternary.data(), nullptr);
-      convert_batch(formats::f32, in.data(), block, to, p, codes_only.data(), nullptr, nullptr, nullptr);
-      const auto* bytes = reinterpret_cast<const std::uint8_t*>(codes.data());
-      const auto* bytes_only = reinterpret_cast<const std::uint8_t*>(codes_only.data());
+      blk.run(to, p, b * block);
       for (std::uint64_t i = 0; i < block; ++i) {
-        const Result want = convert(formats::f32, in[i], to, p);
-        const std::uint64_t got = wide ? codes[i] : bytes[i];
-        const std::uint64_t got_only = wide ? codes_only[i] : bytes_only[i];
-        if (got == want.code && got_only == want.code && flags[i] == want.flags && ternary[i] == want.ternary) continue;
+        const Result want = convert(formats::f32, blk.in[i], to, p);
+        if (blk.matches(i, want)) continue;
         if (bad.fetch_add(1) == 0) {
           std::lock_guard<std::mutex> lock(first_mutex);
-          first = "input " + hex(in[i]) + ": expected " + hex(want.code) + " flags " + std::to_string(want.flags) +
-                  " ternary " + std::to_string(want.ternary) + ", got " + hex(got) + " flags " +
-                  std::to_string(flags[i]) + " ternary " + std::to_string(ternary[i]) +
-                  " (codes only: " + hex(got_only) + ")";
+          first = "input " + hex(blk.in[i]) + ": expected " + hex(want.code) + " flags " + std::to_string(want.flags) +
+                  " ternary " + std::to_string(want.ternary) + ", got " + hex(blk.code(i)) + " flags " +
+                  std::to_string(blk.flags[i]) + " ternary " + std::to_string(blk.ternary[i]) +
+                  " (codes only: " + hex(blk.code_only(i)) + ")";
         }
       }
     }

@@ -44,6 +44,33 @@ inline std::vector<DigestPair> digest_pairs() {
   return out;
 }
 
+// One block of consecutive f32 inputs through the batch conversion twice, with flags and ternary and with
+// codes alone, for holding it against lowbit::convert input by input (the digest sweep and batch.Full).
+struct BatchBlock {
+  static constexpr std::uint64_t size = std::uint64_t{1} << 16;
+  std::vector<std::uint32_t> in = std::vector<std::uint32_t>(size);
+  std::vector<std::uint16_t> codes = std::vector<std::uint16_t>(size), codes_only = std::vector<std::uint16_t>(size);
+  std::vector<std::uint8_t> flags = std::vector<std::uint8_t>(size);
+  std::vector<std::int8_t> ternary = std::vector<std::int8_t>(size);
+  bool wide = false;  // two-byte codes
+
+  void run(const Format& to, const Policy& p, std::uint64_t first) {
+    wide = batch_code_bytes(to) == 2;
+    for (std::uint64_t i = 0; i < size; ++i) in[i] = static_cast<std::uint32_t>(first + i);
+    convert_batch(formats::f32, in.data(), size, to, p, codes.data(), flags.data(), ternary.data(), nullptr);
+    convert_batch(formats::f32, in.data(), size, to, p, codes_only.data(), nullptr, nullptr, nullptr);
+  }
+  std::uint64_t code(std::size_t k) const {
+    return wide ? codes[k] : reinterpret_cast<const std::uint8_t*>(codes.data())[k];
+  }
+  std::uint64_t code_only(std::size_t k) const {
+    return wide ? codes_only[k] : reinterpret_cast<const std::uint8_t*>(codes_only.data())[k];
+  }
+  bool matches(std::size_t k, const Result& want) const {
+    return code(k) == want.code && code_only(k) == want.code && flags[k] == want.flags && ternary[k] == want.ternary;
+  }
+};
+
 // One chunk's digest through lowbit::convert, and the inputs on which the faster paths differ from it
 // (with the first of each): the 32-bit path where it applies, and the batch conversion where its vector
 // kernel takes the pair (batch_supported), both with flags and ternary and with codes alone.  The reference
@@ -69,35 +96,19 @@ template <typename Target>
   const Format& to = target();
   ChunkResult r;
   const bool batch = batch_supported(formats::f32, to, p.policy);
-  const bool wide = batch_code_bytes(to) == 2;
-  constexpr std::uint64_t block = std::uint64_t{1} << 16;  // batch calls of 2^16 inputs
-  std::vector<std::uint32_t> in(batch ? block : 0);
-  std::vector<std::uint16_t> codes(batch ? block : 0), codes_only(batch ? block : 0);
-  std::vector<std::uint8_t> flags(batch ? block : 0);
-  std::vector<std::int8_t> ternary(batch ? block : 0);
+  BatchBlock blk;
   const std::uint64_t begin = static_cast<std::uint64_t>(chunk) * digest::k_chunk;
-  for (std::uint64_t b = begin; b < begin + digest::k_chunk; b += block) {
-    if (batch) {
-      for (std::uint64_t i = 0; i < block; ++i) in[i] = static_cast<std::uint32_t>(b + i);
-      convert_batch(formats::f32, in.data(), block, to, p.policy, codes.data(), flags.data(), ternary.data(), nullptr);
-      convert_batch(formats::f32, in.data(), block, to, p.policy, codes_only.data(), nullptr, nullptr, nullptr);
-    }
-    const auto* bytes = reinterpret_cast<const std::uint8_t*>(codes.data());
-    const auto* bytes_only = reinterpret_cast<const std::uint8_t*>(codes_only.data());
-    for (std::uint64_t i = b; i < b + block; ++i) {
+  for (std::uint64_t b = begin; b < begin + digest::k_chunk; b += BatchBlock::size) {
+    if (batch) blk.run(to, p.policy, b);
+    for (std::uint64_t i = b; i < b + BatchBlock::size; ++i) {
       const auto c = static_cast<std::uint32_t>(i);
       const Result want = convert(formats::f32, c, to, p.policy);
       r.digest += digest::term(i, want);
       if (p.fast && !(fast::convert(formats::f32, c, to, p.policy) == want)) {
         if (r.fast_mismatches++ == 0) r.first_mismatch = c;
       }
-      if (batch) {
-        const std::size_t k = i - b;
-        const std::uint64_t got = wide ? codes[k] : bytes[k];
-        const std::uint64_t got_only = wide ? codes_only[k] : bytes_only[k];
-        if (!(got == want.code && got_only == want.code && flags[k] == want.flags && ternary[k] == want.ternary)) {
-          if (r.batch_mismatches++ == 0) r.first_batch_mismatch = c;
-        }
+      if (batch && !blk.matches(i - b, want)) {
+        if (r.batch_mismatches++ == 0) r.first_batch_mismatch = c;
       }
     }
   }
