@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include "lowbit/batch.hpp"
 #include "lowbit/convert.hpp"
@@ -99,6 +100,23 @@ struct Params {
   std::uint32_t rne_bias = 0;       // 2^(s-1) - 1 - ((127 - target bias) << 23), added modulo 2^32
   std::uint32_t rne_threshold = 0;  // the f32 pattern of 2^emin: below it the result is subnormal (or zero)
   std::uint32_t rne_magic = 0;      // the f32 pattern of 2^(emin - m + 23), whose ulp is the subnormal spacing
+  // ConvertRne's shape (RneShape below): 0 when the special codes are not mirrored by sign, else 1 + its bits;
+  // with the positive special codes it uses then.
+  int rne_shape = 0;
+  std::uint32_t rne_overflow = 0, rne_inf = 0, rne_nan = 0;
+};
+
+// The shapes ConvertRne is compiled for, so that its loop carries no choice that is fixed per call.  A shape other
+// than 0 means every special code (overflow, infinity where it differs from overflow, the quiet NaN unless it is the
+// same for both signs) of a negative input is the positive one with the sign bit added: the kernel then picks one code for the magnitude and adds the
+// sign last, as for every other lane, instead of choosing between two codes per lane.  Its bits:
+struct RneShape {
+  static constexpr int kSaturates = 1;  // overflow gives the largest finite magnitude: a minimum
+  static constexpr int kInf = 2;        // an infinite input's code is not the overflow code
+  static constexpr int kPayload = 4;    // a NaN keeps its payload bits below the quiet bit
+  static constexpr int kNegativeZero = 8;  // the sign bit goes on every negative lane, -0 included
+  static constexpr int kNanUnsigned = 16;  // a NaN's code is the same for both signs: no sign bit is added to it
+  static constexpr int kCount = 33;        // 0 (the general form) and 1 + every combination of the bits
 };
 
 // Whether the floating-point environment is the default one, which ConvertRne's subnormal step relies on: round to
@@ -426,7 +444,43 @@ HWY_INLINE VU Convert(DU du, const Params& c, VU x, MU f16_subnormal, VU r) {
 //  - overflow, infinity and NaN as Convert has them (the same tables).
 // The default floating-point environment (round to nearest, no flush to zero or denormals-are-zero) is checked
 // per call; conformance/batch/batch_test.cpp and the full tier hold the shortcut to the scalar path.
+//
+// Shape 0 (RneShape) chooses each special code by the lane's sign; the other shapes have one code for both signs'
+// magnitudes and put the sign bit on last, with the choices of the shape's bits fixed at compile time.
+template <int kShape>
 HWY_INLINE VU ConvertRne(DU du, const Params& c, VU x) {
+  if constexpr (kShape != 0) {
+    constexpr int bits = kShape - 1;
+    const DF df;
+    const DI di;
+    const MU neg = hn::RebindMask(du, hn::Lt(hn::BitCast(di, x), hn::Zero(di)));
+    const VU a = hn::And(x, hn::Set(du, 0x7FFFFFFFu));
+    const VU shift = hn::Set(du, static_cast<std::uint32_t>(c.shift_base));
+    const VU lsb = hn::And(hn::Shr(a, shift), hn::Set(du, 1u));
+    const VU normal = hn::Shr(hn::Add(hn::Add(a, lsb), hn::Set(du, c.rne_bias)), shift);
+    const VU magic = hn::Set(du, c.rne_magic);
+    const VU subnormal = hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(df, a), hn::BitCast(df, magic))), magic);
+    const VU magnitude = hn::IfThenElse(hn::Lt(a, hn::Set(du, c.rne_threshold)), subnormal, normal);
+    MU with_sign = neg;
+    if constexpr (!(bits & RneShape::kNegativeZero)) with_sign = hn::And(neg, hn::Ne(magnitude, hn::Zero(du)));
+    const VU max_pos = hn::Set(du, c.max_pos);
+    VU code;
+    if constexpr (bits & RneShape::kSaturates) code = hn::Min(magnitude, max_pos);
+    else code = hn::IfThenElse(hn::Gt(magnitude, max_pos), hn::Set(du, c.rne_overflow), magnitude);
+    const VU inf = hn::Set(du, 0x7F800000u);
+    if constexpr (bits & RneShape::kInf) code = hn::IfThenElse(hn::Eq(a, inf), hn::Set(du, c.rne_inf), code);
+    const MU is_nan = hn::Gt(a, inf);
+    if constexpr (bits & RneShape::kNanUnsigned) {
+      code = hn::Or(code, hn::IfThenElseZero(with_sign, hn::Set(du, c.sign_bit)));
+      return hn::IfThenElse(is_nan, hn::Set(du, c.rne_nan), code);
+    } else {
+      VU nan = hn::Set(du, c.rne_nan);
+      if constexpr (bits & RneShape::kPayload)
+        nan = hn::Or(nan, hn::Shr(hn::And(x, hn::Set(du, 0x003FFFFFu)), hn::Set(du, c.nan_rest_shift)));
+      code = hn::IfThenElse(is_nan, nan, code);
+      return hn::Or(code, hn::IfThenElseZero(with_sign, hn::Set(du, c.sign_bit)));
+    }
+  }
   const DF df;
   const DI di;
   const MU neg = hn::RebindMask(du, hn::Lt(hn::BitCast(di, x), hn::Zero(di)));
@@ -448,20 +502,31 @@ HWY_INLINE VU ConvertRne(DU du, const Params& c, VU x) {
   return hn::IfThenElse(hn::Gt(a, hn::Set(du, 0x7F800000u)), nan, code);
 }
 
+// The codes of a vector of packed results (their low bytes): TruncateTo, or on AVX-512 the one instruction that
+// narrows sixteen 32-bit lanes (vpmovdb, vpmovdw) where Highway 1.0's TruncateTo shuffles twice.
+template <class DN>
+HWY_INLINE hn::Vec<DN> Codes(DN dn, VU packed) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if constexpr (hn::MaxLanes(DU()) == 16 && sizeof(hn::TFromD<DN>) == 1) return hn::Vec<DN>{_mm512_cvtepi32_epi8(packed.raw)};
+  if constexpr (hn::MaxLanes(DU()) == 16 && sizeof(hn::TFromD<DN>) == 2) return hn::Vec<DN>{_mm512_cvtepi32_epi16(packed.raw)};
+#endif
+  return hn::TruncateTo(dn, packed);
+}
+
 // Outputs of at least this many bytes are written with non-temporal stores, which do not read the lines they
 // fill (a conversion this large streams from memory and its codes leave the cache anyway); smaller ones, which a
 // caller is likely to read next (a scheme's rows), stay in the cache.
 constexpr std::size_t kStreamBytes = std::size_t{1} << 22;
 
 // Codes from `start` on, a whole vector at a time: stored, or `kStream`ed (non-temporal, to aligned addresses).
-template <bool kStream, class DN>
+template <int kShape, bool kStream, class DN>
 HWY_INLINE std::size_t RneVectors(DN dn, const Params& c, const std::uint32_t* src, std::size_t start, std::size_t n,
                                   hn::TFromD<DN>* dst) {
   const DU du;
   const std::size_t lanes = hn::Lanes(du);
   std::size_t i = start;
   for (; i + lanes <= n; i += lanes) {
-    const auto codes = hn::TruncateTo(dn, ConvertRne(du, c, hn::LoadU(du, src + i)));
+    const auto codes = Codes(dn, ConvertRne<kShape>(du, c, hn::LoadU(du, src + i)));
     if constexpr (kStream) hn::Stream(codes, dn, dst + i);
     else hn::StoreU(codes, dn, dst + i);
   }
@@ -469,7 +534,7 @@ HWY_INLINE std::size_t RneVectors(DN dn, const Params& c, const std::uint32_t* s
   return i;
 }
 
-template <class DN>
+template <int kShape, class DN>
 std::size_t LoopRneTo(DN dn, const Params& params, const void* in, std::size_t n, hn::TFromD<DN>* dst) {
   const Params c = params;  // a local copy, as in Loop
   const std::size_t lanes = hn::Lanes(DU()), out_bytes = sizeof(hn::TFromD<DN>), vector_bytes = lanes * out_bytes;
@@ -478,16 +543,31 @@ std::size_t LoopRneTo(DN dn, const Params& params, const void* in, std::size_t n
   // shorter vector); the elements before the first aligned one go through the scalar path.
   const bool stream = n * out_bytes >= kStreamBytes && vector_bytes >= 16 && (vector_bytes & (vector_bytes - 1)) == 0 &&
                       reinterpret_cast<std::uintptr_t>(dst) % out_bytes == 0;
-  if (!stream) return RneVectors<false>(dn, c, src, 0, n, dst);
+  if (!stream) return RneVectors<kShape, false>(dn, c, src, 0, n, dst);
   const std::size_t misaligned = reinterpret_cast<std::uintptr_t>(dst) % vector_bytes;
   const std::size_t head = misaligned == 0 ? 0 : (vector_bytes - misaligned) / out_bytes;
   convert_batch_scalar(formats::f32, in, head, *c.target, c.policy, dst, nullptr, nullptr, nullptr);
-  return RneVectors<true>(dn, c, src, head, n, dst);
+  return RneVectors<kShape, true>(dn, c, src, head, n, dst);
+}
+
+// f(std::integral_constant<int, c.rne_shape>()): the shape as a compile-time constant.
+template <class F, int... kShapes>
+HWY_INLINE std::size_t WithRneShape(const Params& c, const F& f, std::integer_sequence<int, kShapes...>) {
+  std::size_t done = 0;
+  (void)((c.rne_shape == kShapes && (done = f(std::integral_constant<int, kShapes>()), true)) || ...);
+  return done;
+}
+template <class F>
+HWY_INLINE std::size_t WithRneShape(const Params& c, const F& f) {
+  return WithRneShape(c, f, std::make_integer_sequence<int, RneShape::kCount>());
 }
 
 std::size_t LoopRne(const Params& c, const void* in, std::size_t n, void* out, std::size_t out_bytes) {
-  if (out_bytes == 1) return LoopRneTo(hn::Rebind<std::uint8_t, DU>(), c, in, n, static_cast<std::uint8_t*>(out));
-  return LoopRneTo(hn::Rebind<std::uint16_t, DU>(), c, in, n, static_cast<std::uint16_t*>(out));
+  return WithRneShape(c, [&](auto shape) HWY_ATTR {
+    if (out_bytes == 1)
+      return LoopRneTo<decltype(shape)::value>(hn::Rebind<std::uint8_t, DU>(), c, in, n, static_cast<std::uint8_t*>(out));
+    return LoopRneTo<decltype(shape)::value>(hn::Rebind<std::uint16_t, DU>(), c, in, n, static_cast<std::uint16_t*>(out));
+  });
 }
 
 template <Rounding R, bool kFlags, bool kSimple>
@@ -509,13 +589,13 @@ std::size_t Loop(const Params& params, const void* in, std::size_t n, void* out,
     const VU x = LoadSource<kSimple>(du, c, in, i, &f16_subnormal);
     const VU r = is_stochastic(R) ? hn::LoadU(du, rbits + i) : hn::Zero(du);
     const VU packed = Convert<R, kFlags, kSimple>(du, c, x, f16_subnormal, r);
-    if (out_bytes == 1) hn::StoreU(hn::TruncateTo(d8, packed), d8, static_cast<std::uint8_t*>(out) + i);
-    else hn::StoreU(hn::TruncateTo(d16, packed), d16, static_cast<std::uint16_t*>(out) + i);
+    if (out_bytes == 1) hn::StoreU(Codes(d8, packed), d8, static_cast<std::uint8_t*>(out) + i);
+    else hn::StoreU(Codes(d16, packed), d16, static_cast<std::uint16_t*>(out) + i);
     if constexpr (kFlags) {
-      if (flags != nullptr) hn::StoreU(hn::TruncateTo(d8, hn::ShiftRight<16>(packed)), d8, flags + i);
+      if (flags != nullptr) hn::StoreU(Codes(d8, hn::ShiftRight<16>(packed)), d8, flags + i);
       // int8_t storage written through its unsigned char representation.
       if (ternary != nullptr)
-        hn::StoreU(hn::TruncateTo(d8, hn::ShiftRight<24>(packed)), d8, reinterpret_cast<std::uint8_t*>(ternary) + i);
+        hn::StoreU(Codes(d8, hn::ShiftRight<24>(packed)), d8, reinterpret_cast<std::uint8_t*>(ternary) + i);
     }
   }
   return i;
@@ -569,7 +649,7 @@ std::size_t ConvertVectors(const Params& c, Rounding rounding, const void* in, s
 // taking its own bits, then Convert on the products' bits as Loop does for an f32 source.
 // kStream: one-byte codes written with non-temporal stores (the caller has checked the alignment; ScaledStreams),
 // made visible by ScaledBatch::flush (a fence per call cost more than the stores saved on a scheme's short rows).
-template <Rounding R, bool kSimple, bool kRne = false, bool kStream = false>
+template <Rounding R, bool kSimple, bool kRne = false, bool kStream = false, int kShape = 0>
 std::size_t LoopScaled(const Params& params, const float* in, std::size_t n, const float* mult, std::size_t block,
                        void* out, std::size_t out_bytes, const std::uint32_t* rbits, const float* ahead) {
   const Params c = params;  // a local copy, as in Loop
@@ -584,11 +664,11 @@ std::size_t LoopScaled(const Params& params, const float* in, std::size_t n, con
     const VU x = hn::BitCast(du, hn::IfThenElse(hn::IsNaN(m), m, hn::Mul(v, m)));
     const VU r = is_stochastic(R) ? hn::LoadU(du, rbits + i) : hn::Zero(du);
     VU packed;
-    if constexpr (kRne) packed = ConvertRne(du, c, x);
+    if constexpr (kRne) packed = ConvertRne<kShape>(du, c, x);
     else packed = Convert<R, false, kSimple>(du, c, x, hn::FirstN(du, 0), r);
-    if constexpr (kStream) hn::Stream(hn::TruncateTo(d8, packed), d8, static_cast<std::uint8_t*>(out) + i);
-    else if (out_bytes == 1) hn::StoreU(hn::TruncateTo(d8, packed), d8, static_cast<std::uint8_t*>(out) + i);
-    else hn::StoreU(hn::TruncateTo(d16, packed), d16, static_cast<std::uint16_t*>(out) + i);
+    if constexpr (kStream) hn::Stream(Codes(d8, packed), d8, static_cast<std::uint8_t*>(out) + i);
+    else if (out_bytes == 1) hn::StoreU(Codes(d8, packed), d8, static_cast<std::uint8_t*>(out) + i);
+    else hn::StoreU(Codes(d16, packed), d16, static_cast<std::uint16_t*>(out) + i);
   };
   if (ahead == nullptr) ahead = in + 512;
   std::size_t i = 0;
@@ -629,9 +709,11 @@ std::size_t RunScaled(const Params& c, const float* in, std::size_t n, const flo
                       std::size_t out_bytes, const std::uint32_t* rbits, const float* ahead) {
   if constexpr (R == Rounding::rne)
     if (c.rne_fast && rne_environment()) {
-      if (ScaledStreams(c, out, out_bytes))
-        return LoopScaled<R, true, true, true>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
-      return LoopScaled<R, true, true>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
+      const bool stream = ScaledStreams(c, out, out_bytes);
+      return WithRneShape(c, [&](auto shape) HWY_ATTR {
+        if (stream) return LoopScaled<R, true, true, true, decltype(shape)::value>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
+        return LoopScaled<R, true, true, false, decltype(shape)::value>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
+      });
     }
   if (Simple(c, false)) return LoopScaled<R, true>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
   return LoopScaled<R, false>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
@@ -884,6 +966,18 @@ Params make_params(Source source, const Format& to, const Policy& p) {
     c.rne_bias = (std::uint32_t{1} << (22 - m)) - 1u - (static_cast<std::uint32_t>(127 - to.bias) << 23);
     c.rne_threshold = static_cast<std::uint32_t>(emin + 127) << 23;
     c.rne_magic = static_cast<std::uint32_t>(emin - m + 23 + 127) << 23;
+    const auto code_of = [](std::uint32_t packed) { return packed & 0xFFFFu; };
+    const auto mirrored = [&](const std::uint32_t(&r)[2]) { return code_of(r[1]) == (code_of(r[0]) | c.sign_bit); };
+    c.rne_overflow = code_of(c.overflow[0]);
+    c.rne_inf = code_of(c.inf[0]);
+    c.rne_nan = code_of(c.nan_quiet[0]);
+    const bool nan_unsigned = code_of(c.nan_quiet[1]) == code_of(c.nan_quiet[0]) &&
+                              c.nan_payload == Params::NanPayload::none;
+    if (mirrored(c.overflow) && (nan_unsigned || mirrored(c.nan_quiet)) && (!c.inf_needs_blend_codes || mirrored(c.inf)))
+      c.rne_shape = 1 + (c.rne_overflow == c.max_pos ? RneShape::kSaturates : 0) + (nan_unsigned ? RneShape::kNanUnsigned : 0) +
+                    (c.inf_needs_blend_codes ? RneShape::kInf : 0) +
+                    (c.nan_payload == Params::NanPayload::below_quiet_bit ? RneShape::kPayload : 0) +
+                    (c.negative_zero ? RneShape::kNegativeZero : 0);
   }
   return c;
 }
