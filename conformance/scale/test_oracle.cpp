@@ -262,6 +262,7 @@ std::string difference(const S::Quantized& a, const S::Quantized& b) {
     if (a.scales[i] != b.scales[i])
       return "scale " + std::to_string(i) + ": fast " + hex(a.scales[i]) + ", reference " + hex(b.scales[i]);
   if (a.tensor_scale != b.tensor_scale) return "tensor scale";
+  if (a.global_scale != b.global_scale) return "global scale";
   if (a.packed_scales != b.packed_scales) return "packed scales";
   return "";
 }
@@ -304,11 +305,28 @@ void compare(const S::Tensor& x, const S::Options& o, Rng& g, const std::string&
     ++t.runs;
     t.elements += x.data.size();
     std::string d = difference(fast, ref);
-    if (d.empty() && o.scheme == S::Scheme::delayed) {
+    auto same_state = [&](const S::DelayedState& a) {
       std::vector<std::uint32_t> fh, rh;
-      for (float h : fast_state.history) fh.push_back(bits(h));
+      for (float h : a.history) fh.push_back(bits(h));
       for (float h : ref_state.history) rh.push_back(bits(h));
-      if (fh != rh || bits(fast_state.scale) != bits(ref_state.scale)) d = "delayed state";
+      return fh == rh && bits(a.scale) == bits(ref_state.scale);
+    };
+    if (d.empty() && o.scheme == S::Scheme::delayed && !same_state(fast_state)) d = "delayed state";
+    if (d.empty()) {
+      // quantize_into over storage that holds another result: codes of the same count (kept and overwritten
+      // in place), scales, packed scales and both tensor-level scales.
+      S::DelayedState into_state = st;
+      S::Quantized into;
+      into.codes.assign(x.data.size(), 0xA5);
+      into.scales.assign(3, 0xDEADu);
+      into.packed_scales.assign(2, 7u);
+      into.tensor_scale = 0x3F800000u;
+      into.global_scale = 0x40000000u;
+      into.block_rows = 7;
+      S::quantize_into(x, o, into, rb, &into_state);
+      d = difference(into, ref);
+      if (d.empty() && o.scheme == S::Scheme::delayed && !same_state(into_state)) d = "delayed state";
+      if (!d.empty()) d = "quantize_into: " + d;
     }
     if (!d.empty()) {
       ++t.mismatches;

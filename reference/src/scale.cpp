@@ -994,7 +994,7 @@ void Streaming::nvfp4_1level() {
 
 }  // namespace
 
-Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std::uint32_t>* rbits,
+void quantize_into(const Tensor& xin, const Options& oin, Quantized& q, const std::vector<std::uint32_t>* rbits,
                    DelayedState* state) {
   Options o = oin;
   require_resolved(o);
@@ -1002,14 +1002,31 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
     throw std::invalid_argument("stochastic rounding needs one random value per element");
   // The exporters' variants have no streaming form: they check exporters' checkpoints, one weight at a time,
   // and their definition (scale_reference.cpp) is their only path.
-  if (variant_row(o.variant).exporter) return quantize_reference(xin, o, rbits, state);
+  if (variant_row(o.variant).exporter) {
+    q = quantize_reference(xin, o, rbits, state);
+    return;
+  }
   // torchao's to_mx neither: its NaN and Inf blocks and its RCEIL fallback are its definition's alone.
-  if (o.variant == Variant::torchao && scheme_row(o.scheme).family == Family::mx) return quantize_reference(xin, o, rbits, state);
+  if (o.variant == Variant::torchao && scheme_row(o.scheme).family == Family::mx) {
+    q = quantize_reference(xin, o, rbits, state);
+    return;
+  }
   Tensor transformed;
   const bool transforms = o.hadamard != Hadamard::none;
   if (transforms) transformed = hadamard_transform(xin, o.hadamard);
   const Tensor& x = transforms ? transformed : xin;
-  Quantized q;
+  // A fresh result that keeps the previous one's storage: codes of the same count are kept as they are (every
+  // writer below overwrites whole rows), others start empty as in a new Quantized; the scale lists are emptied.
+  std::vector<std::uint8_t> codes = std::move(q.codes);
+  std::vector<std::uint64_t> scales = std::move(q.scales);
+  std::vector<std::uint32_t> packed_scales = std::move(q.packed_scales);
+  if (codes.size() != x.data.size()) codes.clear();
+  scales.clear();
+  packed_scales.clear();
+  q = Quantized{};
+  q.codes = std::move(codes);
+  q.scales = std::move(scales);
+  q.packed_scales = std::move(packed_scales);
   q.scheme = o.scheme;
   q.element = o.element;
   q.rows = x.rows;
@@ -1025,6 +1042,11 @@ Quantized quantize(const Tensor& xin, const Options& oin, const std::vector<std:
   }
   pass.finish();
   q.codes.resize(x.data.size());  // every row was written (grow_to); this only covers an empty tensor
+}
+
+Quantized quantize(const Tensor& x, const Options& o, const std::vector<std::uint32_t>* rbits, DelayedState* state) {
+  Quantized q;
+  quantize_into(x, o, q, rbits, state);
   return q;
 }
 

@@ -6,7 +6,10 @@
 //   BM_PlainCodes/<element>: the same conversion delivered as quantize delivers codes, one byte per
 //     element in a freshly allocated, zeroed vector (16 MiB here), converted row by row straight into it;
 //   BM_Scaled/e4m3: the scaled conversion alone (ScaledBatch, one multiplier per 32 elements, all 1);
-//   BM_Scheme/<scheme>: lowbit::scale::quantize (amax passes, scales, element codes), one thread.
+//   BM_Scheme/<scheme>: lowbit::scale::quantize (amax passes, scales, element codes), one thread, a fresh
+//     result each time (its codes allocated and zeroed, as BM_PlainCodes delivers them);
+//   BM_SchemeInto/<scheme>: lowbit::scale::quantize_into the previous result, whose storage it reuses (the
+//     codes overwritten in place, as BM_Plain reuses its output): the rows the targets are checked on.
 // Input: a 4096 x 4096 (LOWBIT_SCHEME_BENCH_SIDE) f32 tensor of normally distributed values (seeded), elements per second.
 #include <benchmark/benchmark.h>
 
@@ -104,6 +107,18 @@ void scheme(benchmark::State& state, scale::Options o) {
   finish(state);
 }
 
+void scheme_into(benchmark::State& state, scale::Options o) {
+  const auto& x = input();
+  scale::Quantized q;
+  scale::quantize_into(x, o, q);  // the storage every timed call reuses
+  for (auto _ : state) {
+    scale::quantize_into(x, o, q);
+    benchmark::DoNotOptimize(q.codes.data());
+    benchmark::ClobberMemory();
+  }
+  finish(state);
+}
+
 struct Case {
   const char* name;
   scale::Options options;
@@ -148,6 +163,9 @@ void register_all() {
     const scale::Options o = c.options;
     benchmark::RegisterBenchmark((std::string("BM_Scheme/") + c.name).c_str(),
                                  [o](benchmark::State& s) { scheme(s, o); })
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((std::string("BM_SchemeInto/") + c.name).c_str(),
+                                 [o](benchmark::State& s) { scheme_into(s, o); })
         ->Unit(benchmark::kMillisecond);
   }
 }

@@ -689,6 +689,12 @@ struct Quantized {
 Quantized quantize(const Tensor& x, const Options& o, const std::vector<std::uint32_t>* rbits = nullptr,
                    DelayedState* state = nullptr);
 
+// quantize() into `out`, reusing its storage: the result is the one quantize() returns, but codes of the same
+// element count are overwritten where they lie instead of being allocated and zeroed again (for a caller that
+// quantizes tensor after tensor of one shape).  If it throws, `out` is left valid with unspecified contents.
+void quantize_into(const Tensor& x, const Options& o, Quantized& out, const std::vector<std::uint32_t>* rbits = nullptr,
+                   DelayedState* state = nullptr);
+
 // The same result by the plain definition of each scheme (src/scale_reference.cpp): scalar, one block
 // and one element at a time, every fp32 step one binary32 operation, every element through the scalar
 // conversion.  What quantize() is proven equal to; far slower.
