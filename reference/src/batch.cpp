@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 #include "lowbit/batch.hpp"
@@ -658,10 +659,13 @@ std::size_t LoopScaled(const Params& params, const float* in, std::size_t n, con
   const hn::Rebind<std::uint8_t, DU> d8;
   const hn::Rebind<std::uint16_t, DU> d16;
   const std::size_t lanes = hn::Lanes(du);
-  auto one = [&](std::size_t i, hn::Vec<DF> m) HWY_ATTR {
+  // maybe_nan: whether m may hold a NaN (false for a block's broadcast multiplier already tested).
+  auto one = [&](std::size_t i, hn::Vec<DF> m, auto maybe_nan) HWY_ATTR {
     hwy::Prefetch(ahead + i);  // in + i + 512 as in Loop, or where the caller reads next
     const auto v = hn::LoadU(df, in + i);
-    const VU x = hn::BitCast(du, hn::IfThenElse(hn::IsNaN(m), m, hn::Mul(v, m)));
+    VU x;
+    if constexpr (decltype(maybe_nan)::value) x = hn::BitCast(du, hn::IfThenElse(hn::IsNaN(m), m, hn::Mul(v, m)));
+    else x = hn::BitCast(du, hn::Mul(v, m));
     const VU r = is_stochastic(R) ? hn::LoadU(du, rbits + i) : hn::Zero(du);
     VU packed;
     if constexpr (kRne) packed = ConvertRne<kShape>(du, c, x);
@@ -672,25 +676,30 @@ std::size_t LoopScaled(const Params& params, const float* in, std::size_t n, con
   };
   if (ahead == nullptr) ahead = in + 512;
   std::size_t i = 0;
+  const std::true_type maybe_nan;
   if (block == 1) {
-    for (; i + lanes <= n; i += lanes) one(i, hn::LoadU(df, mult + i));
+    for (; i + lanes <= n; i += lanes) one(i, hn::LoadU(df, mult + i), maybe_nan);
   } else if (block % lanes == 0) {
     // Whole blocks of whole vectors, one broadcast each (counted loops: two vectors a block for MX's 32
-    // on AVX-512), then the vectors of a last block cut short by n.
+    // on AVX-512), then the vectors of a last block cut short by n.  A block's multiplier is tested for NaN once.
     const std::size_t per = block / lanes, full = n / block;
     for (std::size_t b = 0; b < full; ++b) {
       const auto m = hn::Set(df, mult[b]);
-      for (std::size_t k = 0; k < per; ++k, i += lanes) one(i, m);
+      if (std::isnan(mult[b])) {
+        for (std::size_t k = 0; k < per; ++k, i += lanes) one(i, m, maybe_nan);
+      } else {
+        for (std::size_t k = 0; k < per; ++k, i += lanes) one(i, m, std::false_type());
+      }
     }
     if (i + lanes <= n) {
       const auto m = hn::Set(df, mult[full]);
-      for (; i + lanes <= n; i += lanes) one(i, m);
+      for (; i + lanes <= n; i += lanes) one(i, m, maybe_nan);
     }
   } else {
     alignas(64) float lane_mult[64];  // 32-bit lanes: at most 64 up to 2048-bit vectors
     for (; i + lanes <= n; i += lanes) {
       for (std::size_t j = 0; j < lanes; ++j) lane_mult[j] = mult[(i + j) / block];
-      one(i, hn::Load(df, lane_mult));
+      one(i, hn::Load(df, lane_mult), maybe_nan);
     }
   }
   return i;
