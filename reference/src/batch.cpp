@@ -108,13 +108,14 @@ struct Params {
 };
 
 // The shapes ConvertRne is compiled for, so that its loop carries no choice that is fixed per call.  A shape other
-// than 0 means every special code (overflow, infinity where it differs from overflow, the quiet NaN unless it is the
-// same for both signs) of a negative input is the positive one with the sign bit added: the kernel then picks one code for the magnitude and adds the
-// sign last, as for every other lane, instead of choosing between two codes per lane.  Its bits:
+// than 0 means every special code (overflow, infinity where it differs from overflow, the quiet NaN unless it is
+// the same for both signs) of a negative input is the positive one with the sign bit added: the kernel then picks
+// one code for the magnitude and adds the sign last, as for every other lane, instead of choosing between two
+// codes per lane.  Its bits:
 struct RneShape {
-  static constexpr int kSaturates = 1;  // overflow gives the largest finite magnitude: a minimum
-  static constexpr int kInf = 2;        // an infinite input's code is not the overflow code
-  static constexpr int kPayload = 4;    // a NaN keeps its payload bits below the quiet bit
+  static constexpr int kSaturates = 1;     // overflow gives the largest finite magnitude: a minimum
+  static constexpr int kInf = 2;           // an infinite input's code is not the overflow code
+  static constexpr int kPayload = 4;       // a NaN keeps its payload bits below the quiet bit
   static constexpr int kNegativeZero = 8;  // the sign bit goes on every negative lane, -0 included
   static constexpr int kNanUnsigned = 16;  // a NaN's code is the same for both signs: no sign bit is added to it
   static constexpr int kCount = 33;        // 0 (the general form) and 1 + every combination of the bits
@@ -508,8 +509,10 @@ HWY_INLINE VU ConvertRne(DU du, const Params& c, VU x) {
 template <class DN>
 HWY_INLINE hn::Vec<DN> Codes(DN dn, VU packed) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  if constexpr (hn::MaxLanes(DU()) == 16 && sizeof(hn::TFromD<DN>) == 1) return hn::Vec<DN>{_mm512_cvtepi32_epi8(packed.raw)};
-  if constexpr (hn::MaxLanes(DU()) == 16 && sizeof(hn::TFromD<DN>) == 2) return hn::Vec<DN>{_mm512_cvtepi32_epi16(packed.raw)};
+  if constexpr (hn::MaxLanes(DU()) == 16 && sizeof(hn::TFromD<DN>) == 1)
+    return hn::Vec<DN>{_mm512_cvtepi32_epi8(packed.raw)};
+  if constexpr (hn::MaxLanes(DU()) == 16 && sizeof(hn::TFromD<DN>) == 2)
+    return hn::Vec<DN>{_mm512_cvtepi32_epi16(packed.raw)};
 #endif
   return hn::TruncateTo(dn, packed);
 }
@@ -566,8 +569,10 @@ HWY_INLINE std::size_t WithRneShape(const Params& c, const F& f) {
 std::size_t LoopRne(const Params& c, const void* in, std::size_t n, void* out, std::size_t out_bytes) {
   return WithRneShape(c, [&](auto shape) HWY_ATTR {
     if (out_bytes == 1)
-      return LoopRneTo<decltype(shape)::value>(hn::Rebind<std::uint8_t, DU>(), c, in, n, static_cast<std::uint8_t*>(out));
-    return LoopRneTo<decltype(shape)::value>(hn::Rebind<std::uint16_t, DU>(), c, in, n, static_cast<std::uint16_t*>(out));
+      return LoopRneTo<decltype(shape)::value>(hn::Rebind<std::uint8_t, DU>(), c, in, n,
+                                               static_cast<std::uint8_t*>(out));
+    return LoopRneTo<decltype(shape)::value>(hn::Rebind<std::uint16_t, DU>(), c, in, n,
+                                             static_cast<std::uint16_t*>(out));
   });
 }
 
@@ -720,8 +725,11 @@ std::size_t RunScaled(const Params& c, const float* in, std::size_t n, const flo
     if (c.rne_fast && rne_environment()) {
       const bool stream = ScaledStreams(c, out, out_bytes);
       return WithRneShape(c, [&](auto shape) HWY_ATTR {
-        if (stream) return LoopScaled<R, true, true, true, decltype(shape)::value>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
-        return LoopScaled<R, true, true, false, decltype(shape)::value>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
+        if (stream)
+          return LoopScaled<R, true, true, true, decltype(shape)::value>(c, in, n, mult, block, out, out_bytes, rbits,
+                                                                         ahead);
+        return LoopScaled<R, true, true, false, decltype(shape)::value>(c, in, n, mult, block, out, out_bytes, rbits,
+                                                                        ahead);
       });
     }
   if (Simple(c, false)) return LoopScaled<R, true>(c, in, n, mult, block, out, out_bytes, rbits, ahead);
@@ -980,11 +988,12 @@ Params make_params(Source source, const Format& to, const Policy& p) {
     c.rne_overflow = code_of(c.overflow[0]);
     c.rne_inf = code_of(c.inf[0]);
     c.rne_nan = code_of(c.nan_quiet[0]);
-    const bool nan_unsigned = code_of(c.nan_quiet[1]) == code_of(c.nan_quiet[0]) &&
-                              c.nan_payload == Params::NanPayload::none;
-    if (mirrored(c.overflow) && (nan_unsigned || mirrored(c.nan_quiet)) && (!c.inf_needs_blend_codes || mirrored(c.inf)))
-      c.rne_shape = 1 + (c.rne_overflow == c.max_pos ? RneShape::kSaturates : 0) + (nan_unsigned ? RneShape::kNanUnsigned : 0) +
-                    (c.inf_needs_blend_codes ? RneShape::kInf : 0) +
+    const bool nan_unsigned =
+        code_of(c.nan_quiet[1]) == code_of(c.nan_quiet[0]) && c.nan_payload == Params::NanPayload::none;
+    if (mirrored(c.overflow) && (nan_unsigned || mirrored(c.nan_quiet)) &&
+        (!c.inf_needs_blend_codes || mirrored(c.inf)))
+      c.rne_shape = 1 + (c.rne_overflow == c.max_pos ? RneShape::kSaturates : 0) +
+                    (nan_unsigned ? RneShape::kNanUnsigned : 0) + (c.inf_needs_blend_codes ? RneShape::kInf : 0) +
                     (c.nan_payload == Params::NanPayload::below_quiet_bit ? RneShape::kPayload : 0) +
                     (c.negative_zero ? RneShape::kNegativeZero : 0);
   }

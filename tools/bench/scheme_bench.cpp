@@ -10,7 +10,8 @@
 //     result each time (its codes allocated and zeroed, as BM_PlainCodes delivers them);
 //   BM_SchemeInto/<scheme>: lowbit::scale::quantize_into the previous result, whose storage it reuses (the
 //     codes overwritten in place, as BM_Plain reuses its output): the rows the targets are checked on.
-// Input: a 4096 x 4096 (LOWBIT_SCHEME_BENCH_SIDE) f32 tensor of normally distributed values (seeded), elements per second.
+// Input: a 4096 x 4096 (LOWBIT_SCHEME_BENCH_SIDE) f32 tensor of normally distributed values (seeded);
+// elements per second.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -164,9 +165,9 @@ void register_all() {
     benchmark::RegisterBenchmark((std::string("BM_Scheme/") + c.name).c_str(),
                                  [o](benchmark::State& s) { scheme(s, o); })
         ->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark((std::string("BM_SchemeInto/") + c.name).c_str(),
-                                 [o](benchmark::State& s) { scheme_into(s, o); })
-        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((std::string("BM_SchemeInto/") + c.name).c_str(), [o](benchmark::State& s) {
+      scheme_into(s, o);
+    })->Unit(benchmark::kMillisecond);
   }
 }
 
