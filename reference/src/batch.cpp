@@ -449,27 +449,35 @@ HWY_INLINE VU Convert(DU du, const Params& c, VU x, MU f16_subnormal, VU r) {
 //
 // Shape 0 (RneShape) chooses each special code by the lane's sign; the other shapes have one code for both signs'
 // magnitudes and put the sign bit on last, with the choices of the shape's bits fixed at compile time.
+// The rounded magnitude code of |x| (a: |x|'s pattern) before the special cases, and the NaN payload bits.
+HWY_INLINE VU RneMagnitude(DU du, const Params& c, VU a) {
+  const DF df;
+  const VU shift = hn::Set(du, static_cast<std::uint32_t>(c.shift_base));
+  const VU lsb = hn::And(hn::Shr(a, shift), hn::Set(du, 1u));
+  const VU normal = hn::Shr(hn::Add(hn::Add(a, lsb), hn::Set(du, c.rne_bias)), shift);
+  const VU magic = hn::Set(du, c.rne_magic);
+  const VU subnormal = hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(df, a), hn::BitCast(df, magic))), magic);
+  return hn::IfThenElse(hn::Lt(a, hn::Set(du, c.rne_threshold)), subnormal, normal);
+}
+HWY_INLINE VU RnePayload(DU du, const Params& c, VU x) {
+  return hn::Shr(hn::And(x, hn::Set(du, 0x003FFFFFu)), hn::Set(du, c.nan_rest_shift));
+}
+
 template <int kShape>
 HWY_INLINE VU ConvertRne(DU du, const Params& c, VU x) {
+  const DI di;
+  const MU neg = hn::RebindMask(du, hn::Lt(hn::BitCast(di, x), hn::Zero(di)));
+  const VU a = hn::And(x, hn::Set(du, 0x7FFFFFFFu));
+  const VU magnitude = RneMagnitude(du, c, a);
+  const VU inf = hn::Set(du, 0x7F800000u);
   if constexpr (kShape != 0) {
     constexpr int bits = kShape - 1;
-    const DF df;
-    const DI di;
-    const MU neg = hn::RebindMask(du, hn::Lt(hn::BitCast(di, x), hn::Zero(di)));
-    const VU a = hn::And(x, hn::Set(du, 0x7FFFFFFFu));
-    const VU shift = hn::Set(du, static_cast<std::uint32_t>(c.shift_base));
-    const VU lsb = hn::And(hn::Shr(a, shift), hn::Set(du, 1u));
-    const VU normal = hn::Shr(hn::Add(hn::Add(a, lsb), hn::Set(du, c.rne_bias)), shift);
-    const VU magic = hn::Set(du, c.rne_magic);
-    const VU subnormal = hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(df, a), hn::BitCast(df, magic))), magic);
-    const VU magnitude = hn::IfThenElse(hn::Lt(a, hn::Set(du, c.rne_threshold)), subnormal, normal);
     MU with_sign = neg;
     if constexpr (!(bits & RneShape::kNegativeZero)) with_sign = hn::And(neg, hn::Ne(magnitude, hn::Zero(du)));
     const VU max_pos = hn::Set(du, c.max_pos);
     VU code;
     if constexpr (bits & RneShape::kSaturates) code = hn::Min(magnitude, max_pos);
     else code = hn::IfThenElse(hn::Gt(magnitude, max_pos), hn::Set(du, c.rne_overflow), magnitude);
-    const VU inf = hn::Set(du, 0x7F800000u);
     if constexpr (bits & RneShape::kInf) code = hn::IfThenElse(hn::Eq(a, inf), hn::Set(du, c.rne_inf), code);
     const MU is_nan = hn::Gt(a, inf);
     if constexpr (bits & RneShape::kNanUnsigned) {
@@ -477,31 +485,18 @@ HWY_INLINE VU ConvertRne(DU du, const Params& c, VU x) {
       return hn::IfThenElse(is_nan, hn::Set(du, c.rne_nan), code);
     } else {
       VU nan = hn::Set(du, c.rne_nan);
-      if constexpr (bits & RneShape::kPayload)
-        nan = hn::Or(nan, hn::Shr(hn::And(x, hn::Set(du, 0x003FFFFFu)), hn::Set(du, c.nan_rest_shift)));
+      if constexpr (bits & RneShape::kPayload) nan = hn::Or(nan, RnePayload(du, c, x));
       code = hn::IfThenElse(is_nan, nan, code);
       return hn::Or(code, hn::IfThenElseZero(with_sign, hn::Set(du, c.sign_bit)));
     }
   }
-  const DF df;
-  const DI di;
-  const MU neg = hn::RebindMask(du, hn::Lt(hn::BitCast(di, x), hn::Zero(di)));
-  const VU a = hn::And(x, hn::Set(du, 0x7FFFFFFFu));
-  const VU lsb = hn::And(hn::Shr(a, hn::Set(du, static_cast<std::uint32_t>(c.shift_base))), hn::Set(du, 1u));
-  const VU normal =
-      hn::Shr(hn::Add(hn::Add(a, lsb), hn::Set(du, c.rne_bias)), hn::Set(du, static_cast<std::uint32_t>(c.shift_base)));
-  const VU magic = hn::Set(du, c.rne_magic);
-  const VU subnormal = hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(df, a), hn::BitCast(df, magic))), magic);
-  const VU magnitude = hn::IfThenElse(hn::Lt(a, hn::Set(du, c.rne_threshold)), subnormal, normal);
   const MU with_sign = c.negative_zero ? neg : hn::And(neg, hn::Ne(magnitude, hn::Zero(du)));
   VU code = hn::Or(magnitude, hn::IfThenElseZero(with_sign, hn::Set(du, c.sign_bit)));
   code = hn::IfThenElse(hn::Gt(magnitude, hn::Set(du, c.max_pos)), Pick(neg, c.overflow[1], c.overflow[0]), code);
-  if (c.inf_needs_blend_codes)
-    code = hn::IfThenElse(hn::Eq(a, hn::Set(du, 0x7F800000u)), Pick(neg, c.inf[1], c.inf[0]), code);
+  if (c.inf_needs_blend_codes) code = hn::IfThenElse(hn::Eq(a, inf), Pick(neg, c.inf[1], c.inf[0]), code);
   VU nan = Pick(neg, c.nan_quiet[1], c.nan_quiet[0]);
-  if (c.nan_payload == Params::NanPayload::below_quiet_bit)
-    nan = hn::Or(nan, hn::Shr(hn::And(x, hn::Set(du, 0x003FFFFFu)), hn::Set(du, c.nan_rest_shift)));
-  return hn::IfThenElse(hn::Gt(a, hn::Set(du, 0x7F800000u)), nan, code);
+  if (c.nan_payload == Params::NanPayload::below_quiet_bit) nan = hn::Or(nan, RnePayload(du, c, x));
+  return hn::IfThenElse(hn::Gt(a, inf), nan, code);
 }
 
 // The codes of a vector of packed results (their low bytes): TruncateTo, or on AVX-512 the one instruction that
