@@ -85,32 +85,76 @@ struct ChunkResult {
 
 namespace detail {
 
-// The chunk's loop with the target returned by `target()`.  Called with a built-in row as a compile-time
-// constant, the same lowbit::convert (and fast::convert) is specialised by the compiler: the branches on
-// the target's fields fold, and the sweep runs about twice as fast.  The answers cannot differ: it is one
-// constexpr function, given equal arguments.
-// flatten: with a score of instantiations, the compiler's inlining budget would otherwise leave convert and
-// fast::convert out of line, which costs more than the constant target saves.
+// The lowbit::convert results of one block of inputs, as arrays: the digest terms and the batch comparison run
+// over them in a second loop (block_terms, block_batch_mismatches), which vectorises where the first, one call of
+// convert per input, cannot.
+struct Wanted {
+  std::vector<std::uint64_t> code = std::vector<std::uint64_t>(BatchBlock::size);
+  std::vector<std::uint8_t> flags = std::vector<std::uint8_t>(BatchBlock::size);
+  std::vector<std::int8_t> ternary = std::vector<std::int8_t>(BatchBlock::size);
+};
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define LOWBIT_DIGEST_CLONES [[gnu::target_clones("arch=x86-64-v4", "default")]]
+#else
+#define LOWBIT_DIGEST_CLONES
+#endif
+
+// The sum of digest::term over a block whose first input is `first`.
+LOWBIT_DIGEST_CLONES inline std::uint64_t block_terms(std::uint64_t first, const Wanted& w) {
+  std::uint64_t sum = 0;
+  for (std::uint64_t k = 0; k < BatchBlock::size; ++k)
+    sum += digest::term(first + k, Result{w.code[k], w.flags[k], w.ternary[k]});
+  return sum;
+}
+
+// How many inputs of the block the batch conversion answers otherwise (code with and without the flags, flags,
+// ternary), and the first of them (its offset in the block) in *first.
+template <class Code>
+LOWBIT_DIGEST_CLONES inline std::uint64_t block_mismatches(const Code* codes, const Code* codes_only, const BatchBlock& blk,
+                                                           const Wanted& w, std::uint64_t* first) {
+  std::uint64_t count = 0;
+  for (std::uint64_t k = 0; k < BatchBlock::size; ++k)
+    count += (codes[k] != w.code[k]) | (codes_only[k] != w.code[k]) | (blk.flags[k] != w.flags[k]) |
+             (blk.ternary[k] != w.ternary[k]);
+  if (count != 0)
+    for (std::uint64_t k = 0; k < BatchBlock::size; ++k)
+      if (!blk.matches(k, Result{w.code[k], w.flags[k], w.ternary[k]})) {
+        *first = k;
+        break;
+      }
+  return count;
+}
+
 template <typename Target>
 [[gnu::flatten]] ChunkResult chunk_digest_with(const DigestPair& p, int chunk, Target target) {
   const Format& to = target();
   ChunkResult r;
   const bool batch = batch_supported(formats::f32, to, p.policy);
   BatchBlock blk;
+  Wanted w;
   const std::uint64_t begin = static_cast<std::uint64_t>(chunk) * digest::k_chunk;
   for (std::uint64_t b = begin; b < begin + digest::k_chunk; b += BatchBlock::size) {
     if (batch) blk.run(to, p.policy, b);
     for (std::uint64_t i = b; i < b + BatchBlock::size; ++i) {
       const auto c = static_cast<std::uint32_t>(i);
       const Result want = convert(formats::f32, c, to, p.policy);
-      r.digest += digest::term(i, want);
+      w.code[i - b] = want.code;
+      w.flags[i - b] = want.flags;
+      w.ternary[i - b] = want.ternary;
       if (p.fast && !(fast::convert(formats::f32, c, to, p.policy) == want)) {
         if (r.fast_mismatches++ == 0) r.first_mismatch = c;
       }
-      if (batch && !blk.matches(i - b, want)) {
-        if (r.batch_mismatches++ == 0) r.first_batch_mismatch = c;
-      }
     }
+    r.digest += block_terms(b, w);
+    if (!batch) continue;
+    std::uint64_t at = 0;
+    const std::uint64_t bad =
+        blk.wide ? block_mismatches(blk.codes.data(), blk.codes_only.data(), blk, w, &at)
+                 : block_mismatches(reinterpret_cast<const std::uint8_t*>(blk.codes.data()),
+                                    reinterpret_cast<const std::uint8_t*>(blk.codes_only.data()), blk, w, &at);
+    if (bad != 0 && r.batch_mismatches == 0) r.first_batch_mismatch = static_cast<std::uint32_t>(b + at);
+    r.batch_mismatches += bad;
   }
   return r;
 }

@@ -120,6 +120,46 @@ TEST(ConversionDigests, TermSeesCodeFlagsTernaryAndIndex) {
   (void)p;
 }
 
+// The second loop of a block (block_terms, block_mismatches) sees what the per-input loop would: the sum of the
+// terms one by one, and a batch answer that differs in its code, its flags or its ternary value, counted and
+// located, in one-byte and two-byte codes.
+TEST(ConversionDigests, TheBlockLoopsSumEveryTermAndFindEveryDifference) {
+  for (const Format* to : {&formats::e4m3, &formats::bf16}) {
+    const Policy p{.rounding = Rounding::rne, .overflow = Overflow::satfinite};
+    ASSERT_TRUE(batch_supported(formats::f32, *to, p)) << to->name;
+    const std::uint64_t first = 0x3F000000u;
+    BatchBlock blk;
+    blk.run(*to, p, first);
+    detail::Wanted w;
+    std::uint64_t one_by_one = 0;
+    for (std::uint64_t k = 0; k < BatchBlock::size; ++k) {
+      const Result r = convert(formats::f32, static_cast<std::uint32_t>(first + k), *to, p);
+      w.code[k] = r.code;
+      w.flags[k] = r.flags;
+      w.ternary[k] = r.ternary;
+      one_by_one += digest::term(first + k, r);
+    }
+    EXPECT_EQ(detail::block_terms(first, w), one_by_one) << to->name;
+    auto mismatches = [&](std::uint64_t* at) {
+      return blk.wide ? detail::block_mismatches(blk.codes.data(), blk.codes_only.data(), blk, w, at)
+                      : detail::block_mismatches(reinterpret_cast<const std::uint8_t*>(blk.codes.data()),
+                                                 reinterpret_cast<const std::uint8_t*>(blk.codes_only.data()), blk, w, at);
+    };
+    std::uint64_t at = 12345;
+    EXPECT_EQ(mismatches(&at), 0u) << to->name;
+    EXPECT_EQ(at, 12345u) << to->name;  // untouched where nothing differs
+    w.ternary[40000] = static_cast<std::int8_t>(-w.ternary[40000] + 1);
+    w.flags[9000] ^= flag::inexact;
+    w.code[7000] ^= 1;
+    EXPECT_EQ(mismatches(&at), 3u) << to->name;
+    EXPECT_EQ(at, 7000u) << to->name;
+    w.code[7000] ^= 1;
+    w.flags[9000] ^= flag::inexact;
+    EXPECT_EQ(mismatches(&at), 1u) << to->name;
+    EXPECT_EQ(at, 40000u) << to->name;
+  }
+}
+
 TEST(ConversionDigests, MalformedFilesAreRefusedNamingTheLine) {
   std::string error;
   EXPECT_FALSE(digest::parse_file("version 1\nchunk_bits 20\n", error));
