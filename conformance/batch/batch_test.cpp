@@ -10,9 +10,10 @@
 #include <hwy/targets.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
-#include <cmath>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -20,6 +21,7 @@
 
 #include "batch_support.hpp"
 #include "lowbit/registry.hpp"
+#include "lowbit/scale_rules.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
@@ -498,6 +500,215 @@ TEST(ScaledBatch, EqualsConvertOfTheProduct) {
   }
   hwy::SetSupportedTargetsForTest(0);
   EXPECT_GE(tested, 1);
+}
+
+// ---- ScaledBatch::run_blocks: a row of blocks scaled and converted in one pass ------------------------
+
+// A row of values as the schemes see them, a few binades either side of `scale`, both signs, with zeros here and
+// there; `kind` plants one special: 1 a NaN, 2 an infinity, 3 an f32 subnormal, 4 an all-zero first block, 5 an
+// all-zero row, 6 values near the top of f32, 7 values near the bottom of the normal range.
+std::vector<float> block_row(std::size_t n, std::size_t block, int kind, std::mt19937& g) {
+  std::vector<float> v(n);
+  const int centre = kind == 6 ? 120 : kind == 7 ? -115 : static_cast<int>(g() % 21) - 10;
+  for (float& x : v) {
+    const float m = 1.0f + static_cast<float>(g() >> 9) * 0x1p-23f;
+    x = g() % 17 == 0 ? 0.0f : (g() & 1 ? -1.0f : 1.0f) * std::ldexp(m, centre + static_cast<int>(g() % 9) - 4);
+  }
+  const std::size_t at = g() % n;
+  if (kind == 1) v[at] = std::bit_cast<float>(g() & 1 ? 0x7FC00000u : 0xFF800001u);
+  if (kind == 2) v[at] = g() & 1 ? INFINITY : -INFINITY;
+  if (kind == 3) v[at] = std::bit_cast<float>(0x00000100u);
+  if (kind == 4) std::fill(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(block), -0.0f);
+  if (kind == 5) std::fill(v.begin(), v.end(), 0.0f);
+  return v;
+}
+
+// The scale code and the element multiplier of a block whose amax is a, by the scalar rules (scale_rules.hpp).
+std::pair<std::uint64_t, float> rule_scale(const BlockRule& rule, const Format& el, float a) {
+  namespace R = scale::rules;
+  const auto elem_max = static_cast<float>(max_value(el));
+  switch (rule.kind) {
+    case BlockRuleKind::mx_floor:
+    case BlockRuleKind::mx_ceil:
+    case BlockRuleKind::mx_even:
+    case BlockRuleKind::mx_rceil: {
+      const scale::MxRule r = rule.kind == BlockRuleKind::mx_floor  ? scale::MxRule::floor
+                              : rule.kind == BlockRuleKind::mx_ceil ? scale::MxRule::ceil
+                              : rule.kind == BlockRuleKind::mx_even ? scale::MxRule::even
+                                                                    : scale::MxRule::rceil;
+      const std::uint64_t code = R::mx_scale(a, el.emax(), elem_max, el.mantissa_bits, r);
+      return {code, R::mx_multiplier(code)};
+    }
+    case BlockRuleKind::nvfp4: {
+      const Result sc = convert(formats::f32, std::bit_cast<std::uint32_t>(R::nvfp4_block_dec(a, rule.enc_sixth)),
+                                formats::e4m3, Policy{.rounding = Rounding::rne, .overflow = Overflow::satfinite});
+      return {sc.code, rule.multipliers[sc.code]};
+    }
+    case BlockRuleKind::current: {
+      const float s = R::scale_from_amax(a, elem_max, rule.eps,
+                                         rule.pow2 ? scale::ScaleFormat::pow2 : scale::ScaleFormat::f32, 3.4028235e38f);
+      return {std::bit_cast<std::uint32_t>(1.0f / s), s};
+    }
+  }
+  return {};
+}
+
+// Rows of every kind through run_blocks under each rule, element, block and shape, cached and streamed, under every
+// Highway target: a row it does is exactly each block's scale code by the scalar rule and each element's
+// convert() of fp32(x * multiplier), and under the OCP rules holds no element of their exact route; it does every
+// ordinary row whose products are finite (so that a pass that left every row to the caller would fail here); it
+// leaves every row with a NaN or an infinity, for mx_rceil every row with a zero block, and every row where a
+// block's amax times its multiplier is not finite; it writes nothing past the rows' codes and scales.
+TEST(ScaledBatch, RunBlocksEqualsTheRulesAndTheConversion) {
+  const std::vector<const Format*> elements = {&formats::e4m3, &formats::e5m2, &formats::e2m1,
+                                               &formats::e2m3, &formats::e3m2, &formats::e4m3fnuz};
+  std::vector<BlockRule> rules;
+  for (BlockRuleKind k :
+       {BlockRuleKind::mx_floor, BlockRuleKind::mx_ceil, BlockRuleKind::mx_even, BlockRuleKind::mx_rceil})
+    rules.push_back(BlockRule{.kind = k});
+  for (float eps : {0.0f, 1e-3f, 100.0f})
+    for (bool pow2 : {false, true})
+      rules.push_back(BlockRule{.kind = BlockRuleKind::current, .eps = eps, .pow2 = pow2});
+  // NVFP4's step-6 multipliers under a few tensor amaxes (S_enc = 2688 / amax): ordinary, one that saturates the
+  // e4m3 block scales of the larger rows, and one that leaves the smaller rows' scales subnormal or zero (where
+  // the multiplier is large and some products overflow).
+  std::vector<std::array<float, 256>> tables;
+  std::vector<float> sixths;
+  for (float global : {50.0f, 1e-3f, 1e30f}) {
+    const float s_enc = scale::rules::nvfp4_s_enc(global, 448.0f, 6.0f), s_dec = 1.0f / s_enc;
+    std::array<float, 256> t{};
+    for (std::size_t sc = 0; sc < t.size(); ++sc)
+      t[sc] = scale::rules::nvfp4_multiplier(sc, s_enc, s_dec, scale::Multiplier::reciprocal, scale::ZeroScale::kernel);
+    tables.push_back(t);
+    sixths.push_back(s_enc * scale::rules::nvfp4_sixth());
+  }
+  for (std::size_t i = 0; i < tables.size(); ++i)
+    rules.push_back(BlockRule{.kind = BlockRuleKind::nvfp4, .enc_sixth = sixths[i], .multipliers = tables[i].data()});
+  const Policy rne{.rounding = Rounding::rne, .overflow = Overflow::satfinite};
+  const std::vector<std::pair<std::size_t, std::size_t>> shapes = {{1, 16}, {9, 32}, {8, 96}, {16, 512}, {9, 2048}};
+  int tested = 0;
+  std::size_t done_rows = 0;
+  for (const std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    std::mt19937 g(static_cast<std::uint32_t>(target));
+    for (const Format* el : elements)
+      for (BlockRule rule : rules) {
+        rule.emax = el->emax();
+        rule.mantissa_bits = el->mantissa_bits;
+        rule.elem_max = static_cast<float>(max_value(*el));
+        for (const CodeStores stores : {CodeStores::cached, CodeStores::streaming}) {
+          const ScaledBatch sb(*el, rne, stores);
+          for (auto [rows, n] : shapes)
+            for (const std::size_t block : {std::size_t{16}, std::size_t{32}, std::size_t{48}, std::size_t{128}, n}) {
+              if (n % block != 0) continue;
+              const std::size_t nb = n / block;
+              std::vector<float> x;
+              std::vector<int> kinds;
+              for (std::size_t r = 0; r < rows; ++r) {
+                kinds.push_back(static_cast<int>(r % 8));
+                const auto row = block_row(n, block, kinds.back(), g);
+                x.insert(x.end(), row.begin(), row.end());
+              }
+              // Codes at a 64-byte boundary (streamed stores need 16), then sentinels.
+              std::vector<std::uint8_t> storage(rows * n + 128, 0xEE);
+              std::uint8_t* out = storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
+              std::vector<std::uint64_t> scales(rows * nb + 1, 0xEEEEu);
+              std::vector<std::uint8_t> ok(rows, 7);
+              const std::size_t done =
+                  sb.run_blocks(x.data(), rows, n, block, rule, out, scales.data(), ok.data(), x.data() + x.size());
+              sb.flush();
+              const std::string what = el->name + std::string(" rule ") + std::to_string(static_cast<int>(rule.kind)) +
+                                       " eps " + std::to_string(rule.eps) + (rule.pow2 ? " pow2" : "") + " block " +
+                                       std::to_string(block) + " " + std::to_string(rows) + "x" + std::to_string(n);
+              ASSERT_EQ(done, static_cast<std::size_t>(std::count(ok.begin(), ok.end(), 1))) << what;
+              ASSERT_EQ(out[rows * n], 0xEE) << what << ": wrote past the codes";
+              ASSERT_EQ(scales[rows * nb], 0xEEEEu) << what << ": wrote past the scales";
+              if (!sb.takes_blocks(n, block)) {
+                ASSERT_EQ(done, 0u) << what;
+                continue;
+              }
+              for (std::size_t r = 0; r < rows; ++r) {
+                const int kind = kinds[r];
+                ASSERT_TRUE(ok[r] == 0 || ok[r] == 1) << what << " row " << r;
+                // Whether every block's amax times its multiplier is finite (the pass converts finite products only).
+                bool finite_products = true;
+                for (std::size_t b = 0; b < nb; ++b) {
+                  float a = 0.0f;
+                  for (std::size_t i = 0; i < block; ++i) a = std::max(a, std::fabs(x[r * n + b * block + i]));
+                  finite_products = finite_products && a * rule_scale(rule, *el, a).second <= 3.4028235e38f;
+                }
+                if (kind == 0 && finite_products) {
+                  ASSERT_EQ(ok[r], 1) << what << ": an ordinary row left to the caller, row " << r;
+                }
+                if (!finite_products) { ASSERT_EQ(ok[r], 0) << what << ": a row of infinite products done, row " << r; }
+                if (kind == 1 || kind == 2) { ASSERT_EQ(ok[r], 0) << what << ": a non-finite row done, row " << r; }
+                if ((kind == 4 || kind == 5) && rule.kind == BlockRuleKind::mx_rceil) {
+                  ASSERT_EQ(ok[r], 0) << what << ": an rceil zero block done, row " << r;
+                }
+                if (ok[r] == 0) continue;
+                for (std::size_t b = 0; b < nb; ++b) {
+                  float a = 0.0f;
+                  for (std::size_t i = 0; i < block; ++i) a = std::max(a, std::fabs(x[r * n + b * block + i]));
+                  const auto [code, mult] = rule_scale(rule, *el, a);
+                  ASSERT_EQ(scales[r * nb + b], code) << what << " row " << r << " block " << b << " amax " << a;
+                  for (std::size_t i = b * block; i < (b + 1) * block; ++i) {
+                    const float y = x[r * n + i] * mult;
+                    if (rule.kind == BlockRuleKind::mx_floor || rule.kind == BlockRuleKind::mx_ceil ||
+                        rule.kind == BlockRuleKind::mx_even) {
+                      ASSERT_FALSE(scale::rules::mx_needs_exact(x[r * n + i], y))
+                          << what << ": a row with an element of the exact route done, row " << r << " column " << i;
+                    }
+                    const Result want = convert(formats::f32, std::bit_cast<std::uint32_t>(y), *el, rne);
+                    ASSERT_EQ(out[r * n + i], want.code)
+                        << what << " row " << r << " column " << i << " x " << x[r * n + i] << " multiplier " << mult;
+                  }
+                }
+                ++done_rows;
+              }
+            }
+        }
+      }
+    ++tested;
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_GE(tested, 1);
+  EXPECT_GT(done_rows, 1000u);
+}
+
+// Pairs, policies and shapes the one pass does not take: no row is done, and takes_blocks says so.
+TEST(ScaledBatch, RunBlocksLeavesWhatItDoesNotTake) {
+  const Policy rne{.rounding = Rounding::rne, .overflow = Overflow::satfinite};
+  const BlockRule floor{.kind = BlockRuleKind::mx_floor, .emax = 8, .mantissa_bits = 3, .elem_max = 448.0f};
+  struct Case {
+    const Format* el;
+    Policy p;
+    std::size_t n, block;
+  };
+  const std::vector<Case> cases = {
+      {&formats::e4m3, rne, 100, 10},  // blocks of no whole vector
+      {&formats::e4m3, rne, 96, 64},   // no whole number of blocks
+      {&formats::e4m3, Policy{.rounding = Rounding::rtz, .overflow = Overflow::satfinite}, 64, 32},  // not rne
+      {&formats::bf16, rne, 64, 32},                                                                 // two-byte codes
+      {&formats::int8, rne, 64, 32},  // not the rne kernel's target
+  };
+  for (const std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (const Case& c : cases) {
+      const ScaledBatch sb(*c.el, c.p);
+      EXPECT_FALSE(sb.takes_blocks(c.n, c.block)) << c.el->name << ' ' << c.n << ' ' << c.block;
+      std::vector<float> x(2 * c.n, 1.5f);
+      std::vector<std::uint8_t> out(2 * c.n * 2);
+      std::vector<std::uint64_t> scales(2 * c.n);
+      std::vector<std::uint8_t> ok(2, 9);
+      EXPECT_EQ(
+          sb.run_blocks(x.data(), 2, c.n, c.block, floor, out.data(), scales.data(), ok.data(), x.data() + x.size()),
+          0u);
+      EXPECT_EQ(ok, (std::vector<std::uint8_t>{0, 0}));
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 // ---- block_abs_max_bits: the block schemes' amax pass ------------------------------------------------

@@ -466,6 +466,89 @@ TEST(Oracle, GroupsOfBandsAndStreamedCodes) {
   EXPECT_EQ(t.mismatches, 0u);
 }
 
+// Rows as the one pass over rows meets them (ScaledBatch::run_blocks, which the token, one-row block and MX schemes
+// take where a block is a whole number of vectors): row r is ordinary data a few binades around 2^(r % 21 - 10),
+// with zeros here and there, or, for r % 8 = k > 0, such data with one thing the pass leaves to the general way or
+// tests on the edge: 1 a NaN, 2 an infinity, 3 an f32 subnormal, 4 an all-zero first block of `block`, 5 an all-zero
+// row, 6 values near the top of f32, 7 values near the bottom of its normal range.
+S::Tensor row_kinds(int rows, int cols, int block, std::uint64_t seed) {
+  Rng g{seed};
+  S::Tensor t{rows, cols, std::vector<float>(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols))};
+  for (int r = 0; r < rows; ++r) {
+    const int kind = r % 8;
+    float* v = &t.data[static_cast<std::size_t>(r) * static_cast<std::size_t>(cols)];
+    const int centre = kind == 6 ? 120 : kind == 7 ? -115 : r % 21 - 10;
+    for (int c = 0; c < cols; ++c) {
+      const float m = 1.0f + static_cast<float>(g.next() >> 41) * 0x1p-23f;
+      v[c] = g.below(17) == 0
+                 ? 0.0f
+                 : (g.next() & 1 ? -1.0f : 1.0f) * std::ldexp(m, centre + static_cast<int>(g.below(9)) - 4);
+    }
+    const std::size_t at = g.below(static_cast<std::size_t>(cols));
+    if (kind == 1) v[at] = f32(g.next() & 1 ? 0x7FC00000u : 0xFF800001u);
+    if (kind == 2) v[at] = g.next() & 1 ? INFINITY : -INFINITY;
+    if (kind == 3) v[at] = f32(0x00000100u);
+    if (kind == 4) std::fill(v, v + std::min(block, cols), -0.0f);
+    if (kind == 5) std::fill(v, v + cols, 0.0f);
+  }
+  return t;
+}
+
+// The one pass over rows and the rows it leaves to the general way, side by side in one tensor: the token scheme,
+// one-row blocks of 16, 32 and 128 columns, and MX blocks of 16, 32 and 64 under every rule, with every element,
+// scale format, eps, amax NaN rule and non-finite rule they take, on 40 rows of 512 columns and (every eighth
+// combination) 300 rows of 1024, which the pass takes in two runs of rows; every target.
+TEST(Oracle, OnePassRowsAndTheRowsItLeaves) {
+  std::vector<S::Options> grid;
+  const std::vector<const lowbit::Format*> elements = {&F::e4m3, &F::e5m2, &F::e2m1,    &F::e2m3,
+                                                       &F::e3m2, &F::int8, &F::e4m3fnuz};
+  for (const lowbit::Format* el : elements)
+    for (S::Scheme s : {S::Scheme::token, S::Scheme::block, S::Scheme::mx})
+      for (int bc : s == S::Scheme::token   ? std::vector<int>{0}
+                    : s == S::Scheme::block ? std::vector<int>{16, 32, 128}
+                                            : std::vector<int>{16, 32, 64})
+        for (S::ScaleFormat sf : all<S::ScaleFormat>())
+          for (S::MxRule rule : all<S::MxRule>())
+            for (S::NonFinite nf : all<S::NonFinite>())
+              for (S::AmaxNan an : all<S::AmaxNan>())
+                for (float eps : {0.0f, 1.0f}) {
+                  S::Request q;
+                  q.scheme = s;
+                  q.element = el;
+                  if (bc != 0) q.block = bc;
+                  if (s == S::Scheme::block) q.block_rows = 1;
+                  if (s == S::Scheme::mx) {
+                    q.mx_rule = rule;
+                    q.nonfinite = nf;
+                  } else if (rule != S::MxRule::floor || nf != S::NonFinite::scale_nan) {
+                    continue;
+                  }
+                  if (s != S::Scheme::mx) {
+                    q.scale_format = sf;
+                    q.eps = eps;
+                  } else if (sf != S::ScaleFormat::f32 || eps != 0.0f) {
+                    continue;
+                  }
+                  q.amax_nan = an;
+                  S::Options o;
+                  if (!S::resolve(q, o).has_value()) grid.push_back(o);
+                }
+  ASSERT_GT(grid.size(), 200u);
+  Tally t;
+  const int targets = for_each_target([&] {
+    Rng g{19};
+    for (std::size_t i = 0; i < grid.size(); ++i) {
+      const S::Options& o = grid[i];
+      const S::Tensor small = row_kinds(40, 512, o.block, 1000 + i);
+      compare(small, o, g, "row kinds 40x512", t);
+      if (i % 8 == 0) compare(row_kinds(300, 1024, o.block, 2000 + i), o, g, "row kinds 300x1024", t);
+    }
+  });
+  EXPECT_GE(targets, 1);
+  std::printf("%d targets, %zu runs, %zu elements, %zu mismatches\n", targets, t.runs, t.elements, t.mismatches);
+  EXPECT_EQ(t.mismatches, 0u);
+}
+
 // The reference is not the fast path under another name: a hand-derived case per family, so that the
 // sweep above compares two computations each of which is right on its own.
 TEST(Oracle, ReferenceAgreesWithHandDerivedCases) {

@@ -23,7 +23,11 @@
 #ifndef LOWBIT_SRC_BATCH_SHARED
 #define LOWBIT_SRC_BATCH_SHARED
 
+#include "lowbit/batch.hpp"
+
+#include <algorithm>
 #include <bit>
+#include <cfloat>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -32,9 +36,9 @@
 #include <type_traits>
 #include <utility>
 
-#include "lowbit/batch.hpp"
 #include "lowbit/convert.hpp"
 #include "lowbit/rules.hpp"
+#include "lowbit/scale_rules.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
@@ -463,7 +467,9 @@ HWY_INLINE VU RnePayload(DU du, const Params& c, VU x) {
   return hn::Shr(hn::And(x, hn::Set(du, 0x003FFFFFu)), hn::Set(du, c.nan_rest_shift));
 }
 
-template <int kShape>
+// kFinite: every x is finite (no NaN or infinity to give its code), as in the products of a row that
+// BlocksRowT has checked.
+template <int kShape, bool kFinite = false>
 HWY_INLINE VU ConvertRne(DU du, const Params& c, VU x) {
   const DI di;
   const MU neg = hn::RebindMask(du, hn::Lt(hn::BitCast(di, x), hn::Zero(di)));
@@ -478,6 +484,10 @@ HWY_INLINE VU ConvertRne(DU du, const Params& c, VU x) {
     VU code;
     if constexpr (bits & RneShape::kSaturates) code = hn::Min(magnitude, max_pos);
     else code = hn::IfThenElse(hn::Gt(magnitude, max_pos), hn::Set(du, c.rne_overflow), magnitude);
+    if constexpr (kFinite) {
+      (void)inf;
+      return hn::Or(code, hn::IfThenElseZero(with_sign, hn::Set(du, c.sign_bit)));
+    }
     if constexpr (bits & RneShape::kInf) code = hn::IfThenElse(hn::Eq(a, inf), hn::Set(du, c.rne_inf), code);
     const MU is_nan = hn::Gt(a, inf);
     if constexpr (bits & RneShape::kNanUnsigned) {
@@ -860,6 +870,294 @@ bool BlockAbsMax(const float* in, std::size_t n, std::size_t block, std::uint32_
 #endif
 }
 
+// ---- one pass over a row of blocks (ScaledBatch::run_blocks, batch.hpp) ----------------------------------
+// A tile of `lanes` blocks at a time: their vectors are read once from memory for the blocks' maxima (folded into
+// one vector as in BlockAbsMaxT), the tile's scales and multipliers computed from that vector, and the same
+// vectors read again from the first-level cache for the scaled conversion (LoopScaled's arithmetic).  The amax
+// pass and the conversion of each block then cost one read from memory, where a pass over the row for the maxima
+// and another for the conversion read it twice or serialise a gather with the conversion.
+#if HWY_TARGET != HWY_SCALAR
+// A tile's scales: the multipliers (f32 lanes) and scale codes of the blocks whose maxima (|x| patterns, all
+// finite) are the lanes of `top`; the mask of the blocks the rule leaves to the caller.
+// `scale_params`: the e4m3 conversion of the nvfp4 rule's block scales.
+HWY_INLINE MU TileScales(DU du, const BlockRule& rule, const Params& scale_params, VU top, hn::Vec<DF>& mult,
+                         VU& code) {
+  const DF df;
+  const DI di;
+  auto pow2_multiplier = [&](VU e8m0) HWY_ATTR {
+    // rules::mx_multiplier for codes <= 254: 2^(127 - e) with e = 254 the f32 subnormal 2^-127.
+    const VU k = hn::Sub(hn::Set(du, 254u), e8m0);
+    return hn::BitCast(df, hn::IfThenElse(hn::Eq(k, hn::Zero(du)), hn::Set(du, 0x00400000u), hn::ShiftLeft<23>(k)));
+  };
+  switch (rule.kind) {
+    case BlockRuleKind::mx_floor:
+    case BlockRuleKind::mx_ceil:
+    case BlockRuleKind::mx_even: {
+      VU b = top;
+      if (rule.kind == BlockRuleKind::mx_even)
+        b = hn::And(hn::Add(b, hn::Set(du, 1u << (22 - rule.mantissa_bits))), hn::Set(du, 0xFF800000u));
+      VI pow2 = hn::Sub(hn::BitCast(di, hn::ShiftRight<23>(b)), hn::Set(di, 127));
+      if (rule.kind == BlockRuleKind::mx_ceil)
+        pow2 =
+            hn::Add(pow2, hn::BitCast(di, hn::IfThenElseZero(hn::Ne(hn::And(b, hn::Set(du, 0x7FFFFFu)), hn::Zero(du)),
+                                                             hn::Set(du, 1u))));
+      const VI se = hn::Min(hn::Max(hn::Sub(pow2, hn::Set(di, rule.emax)), hn::Set(di, -127)), hn::Set(di, 127));
+      code = hn::BitCast(du, hn::Add(se, hn::Set(di, 127)));
+      mult = pow2_multiplier(code);
+      return hn::FirstN(du, 0);
+    }
+    case BlockRuleKind::mx_rceil: {
+      // rules::mx_scale: fp32(a * fp32(1 / elem_max)) into e8m0 rounding up; for a normal quotient d its code is
+      // d's exponent field, plus one unless d is a power of two.
+      const float inv = 1.0f / rule.elem_max;
+      const VU d = hn::BitCast(du, hn::Mul(hn::BitCast(df, top), hn::Set(df, inv)));
+      const VU e = hn::ShiftRight<23>(d);
+      code = hn::Add(e, hn::IfThenElseZero(hn::Ne(hn::And(d, hn::Set(du, 0x7FFFFFu)), hn::Zero(du)), hn::Set(du, 1u)));
+      mult = pow2_multiplier(code);
+      return hn::Or(hn::Eq(e, hn::Zero(du)), hn::Gt(code, hn::Set(du, 254u)));
+    }
+    case BlockRuleKind::current: {
+      // rules::scale_from_amax(a, elem_max, eps, format, FLT_MAX) for a finite a >= +0 (and a finite eps, which
+      // keeps the clamped amax finite).
+      if (!std::isfinite(rule.eps)) break;
+      hn::Vec<DF> a = hn::BitCast(df, top);
+      a = hn::IfThenElse(hn::Lt(a, hn::Set(df, rule.eps)), hn::Set(df, rule.eps), a);
+      hn::Vec<DF> s = hn::Div(hn::Set(df, rule.elem_max), a);
+      s = hn::IfThenElse(hn::Eq(s, hn::Set(df, INFINITY)), hn::Set(df, FLT_MAX), s);
+      s = hn::IfThenElse(hn::Eq(a, hn::Zero(df)), hn::Set(df, 1.0f), s);
+      if (rule.pow2) s = hn::BitCast(df, hn::And(hn::BitCast(du, s), hn::Set(du, 0xFF800000u)));
+      mult = s;
+      code = hn::BitCast(du, hn::Div(hn::Set(df, 1.0f), s));
+      return hn::FirstN(du, 0);
+    }
+    case BlockRuleKind::nvfp4: {
+      // rules::nvfp4_block_dec: fminf(a * enc_sixth, FLT_MAX) (a and enc_sixth finite: the product is not NaN),
+      // then its e4m3 code and the table's multiplier.
+      const hn::Vec<DF> dec = hn::Min(hn::Mul(hn::BitCast(df, top), hn::Set(df, rule.enc_sixth)), hn::Set(df, FLT_MAX));
+      code = hn::And(ConvertRne<0>(du, scale_params, hn::BitCast(du, dec)), hn::Set(du, 0xFFu));  // the code byte
+      mult = hn::GatherIndex(df, rule.multipliers, hn::BitCast(di, code));
+      return hn::FirstN(du, 0);
+    }
+  }
+  return hn::FirstN(du, hn::Lanes(du));
+}
+
+// Rows of n values (row r at in + r * n), cut into tiles of up to `lanes` blocks that never cross a row's end.  The
+// tiles are pipelined: one loop reads tile q's vectors from memory for its maxima while it converts tile q - 1's
+// vectors (read by the previous step, so from the first-level cache), then folds tile q's maxima and computes its
+// scales; the memory reads of one tile thus overlap the arithmetic of the one before, as a single pass over the
+// input would, while each block's scale is still known before its first element is converted.
+// What one step of BlocksRowsT reads and converts: the tile whose maxima it gathers (`start`, its first value,
+// and k blocks) and the tile it converts (`done_start`, done_k blocks, with multipliers `mults`).
+struct TileStep {
+  const float* in = nullptr;
+  std::uint8_t* out = nullptr;
+  std::size_t readable = 0;  // values readable from `in` on (the prefetch bound)
+  std::size_t block = 0, per = 0;
+  std::size_t start = 0, k = 0;
+  std::size_t done_start = 0, done_k = 0;
+  const float* mults = nullptr;
+  std::uint32_t* fold = nullptr;  // lanes x lanes: block j's vertical maximum at fold + j * lanes
+  bool exact_route = false;
+};
+
+// One step: block j's vectors of the gathered tile are read (maxima into fold, the smallest |x| pattern less one
+// into *low) beside block j's vectors of the converted tile, vector by vector, so that the reads from memory of
+// the one overlap the conversion of the other.  Not inlined: its loop keeps the conversion's constants in
+// registers, which the driver's tile arithmetic would otherwise push out.
+// kStream: the codes written with non-temporal stores (ScaledStreams).
+template <int kShape, bool kStream>
+HWY_NOINLINE void BlocksStep(const Params& params, const TileStep& t, std::uint32_t* low_out) {
+  const Params c = params;  // a local copy, as in Loop
+  const DU du;
+  const DF df;
+  const hn::Rebind<std::uint8_t, DU> d8;
+  const std::size_t lanes = hn::Lanes(du), per = t.per;
+  const float* in = t.in;
+  std::uint8_t* out = t.out;
+  const auto* bits = reinterpret_cast<const std::uint32_t*>(in);
+  // The maxima's reads ask for the input 8 KiB ahead, as RneVectors does, up to the end of the tensor.
+  constexpr std::size_t kAhead = 2048;
+  const std::size_t readable = t.readable;
+  const bool exact_route = t.exact_route;
+  const VU abs_mask = hn::Set(du, 0x7FFFFFFFu), one = hn::Set(du, 1u);
+  VU low = hn::Set(du, 0xFFFFFFFFu);
+  auto load = [&](std::size_t i) HWY_ATTR {
+    if (i + kAhead < readable) hwy::Prefetch(bits + i + kAhead);
+    const VU a = hn::And(hn::LoadU(du, bits + i), abs_mask);
+    if (exact_route) low = hn::Min(low, hn::Sub(a, one));
+    return a;
+  };
+  auto convert = [&](std::size_t i, hn::Vec<DF> m) HWY_ATTR {
+    const auto codes8 = Codes(d8, ConvertRne<kShape, true>(du, c, hn::BitCast(du, hn::Mul(hn::LoadU(df, in + i), m))));
+    if constexpr (kStream) hn::Stream(codes8, d8, out + i);
+    else hn::StoreU(codes8, d8, out + i);
+  };
+  if (t.k == lanes && t.done_k == lanes && per <= 2) {
+    // Whole tiles of blocks of one or two vectors (NVFP4's 16, MX's 32 on AVX-512): no choice per block.
+    for (std::size_t j = 0; j < lanes; ++j) {
+      const auto m = hn::Set(df, t.mults[j]);
+      const std::size_t i = t.start + j * t.block, o = t.done_start + j * t.block;
+      VU a = load(i);
+      convert(o, m);
+      if (per == 2) {
+        a = hn::Max(a, load(i + lanes));
+        convert(o + lanes, m);
+      }
+      hn::Store(a, du, t.fold + j * lanes);
+    }
+    if (exact_route) *low_out = hn::GetLane(hn::MinOfLanes(du, low));
+    return;
+  }
+  for (std::size_t j = 0; j < lanes; ++j) {
+    VU m0 = hn::Zero(du), m1 = hn::Zero(du);
+    std::size_t i = t.start + j * t.block, o = t.done_start + j * t.block;
+    if (j < t.k && j < t.done_k) {
+      const auto m = hn::Set(df, t.mults[j]);
+      std::size_t v = 0;
+      for (; v + 2 <= per; v += 2, i += 2 * lanes, o += 2 * lanes) {
+        m0 = hn::Max(m0, load(i));
+        convert(o, m);
+        m1 = hn::Max(m1, load(i + lanes));
+        convert(o + lanes, m);
+      }
+      if (v < per) {
+        m0 = hn::Max(m0, load(i));
+        convert(o, m);
+      }
+    } else if (j < t.k) {
+      std::size_t v = 0;
+      for (; v + 2 <= per; v += 2, i += 2 * lanes) {
+        m0 = hn::Max(m0, load(i));
+        m1 = hn::Max(m1, load(i + lanes));
+      }
+      if (v < per) m0 = hn::Max(m0, load(i));
+    } else if (j < t.done_k) {
+      const auto m = hn::Set(df, t.mults[j]);
+      for (std::size_t v = 0; v < per; ++v, o += lanes) convert(o, m);
+    }
+    hn::Store(hn::Max(m0, m1), du, t.fold + j * lanes);
+  }
+  if (exact_route) *low_out = hn::GetLane(hn::MinOfLanes(du, low));
+}
+
+template <int kShape, bool kStream>
+std::size_t BlocksRowsT(const Params& params, const BlockRule& rule, const Params& scale_params, const float* in,
+                        std::size_t rows, std::size_t n, std::size_t block, std::uint8_t* out, std::uint64_t* scales,
+                        std::uint8_t* row_ok, const float* end) {
+  const DU du;
+  const DF df;
+  const std::size_t lanes = hn::Lanes(du), nb = n / block, per_row = (nb + lanes - 1) / lanes;
+  HWY_ALIGN std::uint32_t fold[kFoldLanes * kFoldLanes];
+  HWY_ALIGN float mults[2][kFoldLanes];
+  TileStep step;
+  step.in = in;
+  step.out = out;
+  step.readable = static_cast<std::size_t>(end - in);
+  step.block = block;
+  step.per = block / lanes;
+  step.fold = fold;
+  step.exact_route = rule.kind == BlockRuleKind::mx_floor || rule.kind == BlockRuleKind::mx_ceil ||
+                     rule.kind == BlockRuleKind::mx_even;
+  std::fill(row_ok, row_ok + rows, std::uint8_t{1});
+  const std::size_t tiles = rows * per_row;
+  for (std::size_t q = 0; q <= tiles; ++q) {
+    // Tile q (none past the last): its row, first block and block count; skipped once its row has failed.
+    const std::size_t row = q / per_row, b0 = q % per_row * lanes;
+    step.k = q < tiles && row_ok[row] ? std::min(lanes, nb - b0) : 0;
+    step.start = row * n + b0 * block;
+    step.mults = mults[(q + 1) & 1];  // the previous tile's multipliers
+    std::uint32_t low = 0xFFFFFFFFu;  // the tile's smallest |x| pattern less one (zeros wrap to all ones)
+    BlocksStep<kShape, kStream>(params, step, &low);
+    const std::size_t k = step.k;
+    step.done_start = step.start;
+    step.done_k = 0;
+    if (k == 0) continue;
+    for (std::size_t count = lanes; count > 1; count /= 2)
+      for (std::size_t j = 0; j < count / 2; ++j) {
+        const VU lo = hn::Load(du, fold + 2 * j * lanes), hi = hn::Load(du, fold + (2 * j + 1) * lanes);
+        hn::Store(hn::Max(hn::ConcatEven(du, hi, lo), hn::ConcatOdd(du, hi, lo)), du, fold + j * lanes);
+      }
+    const VU top = hn::Load(du, fold);
+    hn::Vec<DF> mult;
+    VU code;
+    // A NaN or an infinity, or a block the rule leaves to the caller, leaves the row to it.
+    bool ok = hn::AllFalse(du, hn::Gt(top, hn::Set(du, 0x7F7FFFFFu))) &&
+              hn::AllFalse(du, hn::And(TileScales(du, rule, scale_params, top, mult, code), hn::FirstN(du, k))) &&
+              // Finite products: |x * m| <= amax * m in every block.
+              hn::AllFalse(df, hn::And(hn::Not(hn::Le(hn::Mul(hn::BitCast(df, top), mult), hn::Set(df, FLT_MAX))),
+                                       hn::FirstN(df, k)));
+    if (ok && step.exact_route) {
+      // Every product v * 2^(127 - e) of a non-zero v is a normal number when |v| >= 2^(e_max - 253)
+      // (rules::mx_normal_product_floor, which Streaming::mx applies to a row): the tile's smallest non-zero |v|
+      // against its largest code (blocks past k have code 0 from a zero maximum, below every real one).
+      const std::uint32_t below = scale::rules::mx_normal_product_floor(hn::GetLane(hn::MaxOfLanes(du, code)));
+      ok = below == 0 || low >= below - 1;
+    }
+    if (!ok) {
+      row_ok[row] = 0;
+      continue;
+    }
+    hn::Store(mult, df, mults[q & 1]);
+    // The codes widened to the scales' 64 bits, the first k of them stored.
+    const hn::Repartition<std::uint64_t, DU> d64;
+    const hn::Half<DU> dh;
+    std::uint64_t* sc = scales + row * nb + b0;
+    const std::size_t half = lanes / 2;
+    const auto lo = hn::PromoteTo(d64, hn::LowerHalf(dh, code)), hi = hn::PromoteTo(d64, hn::UpperHalf(dh, code));
+    if (k == lanes) {
+      hn::StoreU(lo, d64, sc);
+      hn::StoreU(hi, d64, sc + half);
+    } else {
+      HWY_ALIGN std::uint64_t wide[kFoldLanes];
+      hn::Store(lo, d64, wide);
+      hn::Store(hi, d64, wide + half);
+      std::copy(wide, wide + k, sc);
+    }
+    step.done_k = k;
+  }
+  std::size_t ok_rows = 0;
+  for (std::size_t r = 0; r < rows; ++r) ok_rows += row_ok[r];
+  return ok_rows;
+}
+#endif
+
+// Whether BlocksRow takes rows of n values in blocks of `block`: whole vectors per block, whole blocks per row,
+// and a lane count the fold takes.
+bool BlocksTake(std::size_t n, std::size_t block) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)n, (void)block;
+  return false;
+#else
+  const std::size_t lanes = hn::Lanes(DU());
+  return lanes <= kFoldLanes && (lanes & (lanes - 1)) == 0 && block != 0 && block % lanes == 0 && n % block == 0;
+#endif
+}
+
+std::size_t BlocksRows(const Params& c, const BlockRule& rule, const Params& scale_params, const float* in,
+                       std::size_t rows, std::size_t n, std::size_t block, std::uint8_t* out, std::uint64_t* scales,
+                       std::uint8_t* row_ok, const float* end) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)c, (void)rule, (void)scale_params, (void)in, (void)n, (void)block, (void)out, (void)scales, (void)end;
+  std::fill(row_ok, row_ok + rows, std::uint8_t{0});
+  return 0;
+#else
+  if (!BlocksTake(n, block)) {
+    std::fill(row_ok, row_ok + rows, std::uint8_t{0});
+    return 0;
+  }
+  // Every row starts a whole number of vectors into the codes (n is a multiple of the block, a multiple of lanes).
+  const bool stream = ScaledStreams(c, out, 1);
+  return WithRneShape(c, [&](auto shape) HWY_ATTR {
+    if (stream)
+      return BlocksRowsT<decltype(shape)::value, true>(c, rule, scale_params, in, rows, n, block, out, scales, row_ok,
+                                                       end);
+    return BlocksRowsT<decltype(shape)::value, false>(c, rule, scale_params, in, rows, n, block, out, scales, row_ok,
+                                                      end);
+  });
+#endif
+}
+
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace lowbit::batch_detail::HWY_NAMESPACE
@@ -872,6 +1170,8 @@ HWY_EXPORT(ConvertVectors);
 HWY_EXPORT(TargetName);
 HWY_EXPORT(ConvertScaledVectors);
 HWY_EXPORT(BlockAbsMax);
+HWY_EXPORT(BlocksRows);
+HWY_EXPORT(BlocksTake);
 
 std::size_t bytes_for(int storage_bits) {
   return storage_bits <= 8 ? 1 : storage_bits <= 16 ? 2 : storage_bits <= 32 ? 4 : 8;
@@ -1099,6 +1399,29 @@ void ScaledBatch::run(const float* in, std::size_t n, const float* mult, std::si
     const Result r = convert(formats::f32, std::bit_cast<std::uint32_t>(y), *s.to, s.policy, sr ? rbits[i] : 0);
     batch_detail::store_code(out_codes, s.out_bytes, i, r.code);
   }
+}
+
+bool ScaledBatch::takes_blocks(std::size_t n, std::size_t block) const {
+  const Impl& s = *impl_;
+  return s.vector && s.out_bytes == 1 && s.policy.rounding == Rounding::rne && s.params.rne_fast &&
+         batch_detail::rne_environment() && HWY_DYNAMIC_DISPATCH(batch_detail::BlocksTake)(n, block);
+}
+
+std::size_t ScaledBatch::run_blocks(const float* in, std::size_t rows, std::size_t n, std::size_t block,
+                                    const BlockRule& rule, std::uint8_t* out_codes, std::uint64_t* scales,
+                                    std::uint8_t* row_ok, const float* end) const {
+  if (rows == 0) return 0;
+  if (!takes_blocks(n, block)) {
+    std::fill(row_ok, row_ok + rows, std::uint8_t{0});
+    return 0;
+  }
+  // The nvfp4 rule's block scales: e4m3, rounded to nearest even and saturated.
+  batch_detail::Params scale_params;
+  if (rule.kind == BlockRuleKind::nvfp4)
+    scale_params = batch_detail::make_params(batch_detail::Source::f32, formats::e4m3,
+                                             Policy{.rounding = Rounding::rne, .overflow = Overflow::satfinite});
+  return HWY_DYNAMIC_DISPATCH(batch_detail::BlocksRows)(impl_->params, rule, scale_params, in, rows, n, block,
+                                                        out_codes, scales, row_ok, end);
 }
 
 void block_abs_max_bits(const float* in, std::size_t n, std::size_t block, std::uint32_t* top, std::uint32_t* min_m1) {

@@ -595,8 +595,9 @@ class Streaming {
     for (int r = 0; r < R_; ++r) scaled_row(r, &f[static_cast<std::size_t>(r / br) * static_cast<std::size_t>(nbc)], bc);
   }
 
+  // `one_pass`: the rule of ScaledBatch::run_blocks, for bands of one row (see banded).
   template <class BandMults, class AfterRow>
-  void banded(const Band& band, BandMults&& band_mults, AfterRow&& after_row);
+  void banded(const Band& band, BandMults&& band_mults, AfterRow&& after_row, const BlockRule* one_pass = nullptr);
 
   void mx_elements(int r, const std::vector<float>& mults, std::size_t first, const MxRowState& row);
   void four_over_six(const BlockAmaxes& t, int br, float global, float s_enc, float s_dec);
@@ -622,9 +623,41 @@ class Streaming {
 // group (the tensor scheme's, which is all of it) is a group of its own: its amax pass, then its conversion.
 // band_mults(r0, r1, t) returns the multipliers of band [r0, r1) (one per block) from its amaxes t and records
 // its scales; after_row(r) runs once row r's codes are written.
+//
+// Bands of one row with a `one_pass` rule that ScaledBatch::run_blocks takes go through it instead, about 1 MiB of
+// rows at a time, each block's scale code written to q.scales[r * nbc + block]; a row it leaves (a NaN, say) then
+// goes through its amaxes, band_mults, the scaled conversion and after_row on its own.  band_mults(r0, r1, t) puts
+// its scales at q.scales[(r0 / band.rows) * nbc] either way.
 template <class BandMults, class AfterRow>
-void Streaming::banded(const Band& band, BandMults&& band_mults, AfterRow&& after_row) {
+void Streaming::banded(const Band& band, BandMults&& band_mults, AfterRow&& after_row, const BlockRule* one_pass) {
   const int br = band.rows, bc = band.cols;
+  if (one_pass != nullptr && br == 1 &&
+      scaled_.takes_blocks(static_cast<std::size_t>(C_), static_cast<std::size_t>(bc))) {
+    const auto nbc = static_cast<std::size_t>(C_ / bc);
+    const int chunk = static_cast<int>(
+        std::max<std::size_t>(1, (std::size_t{1} << 20) / (static_cast<std::size_t>(C_) * sizeof(float))));
+    std::vector<std::uint8_t> ok(static_cast<std::size_t>(std::min(chunk, R_)));
+    BlockAmaxes a;
+    for (int r0 = 0; r0 < R_; r0 += chunk) {
+      const int r1 = std::min(R_, r0 + chunk);
+      grow_to(r1 - 1);
+      const std::size_t done = scaled_.run_blocks(&x_.data[idx(r0, 0)], static_cast<std::size_t>(r1 - r0),
+                                                  static_cast<std::size_t>(C_), static_cast<std::size_t>(bc), *one_pass,
+                                                  &q_.codes[idx(r0, 0)], &q_.scales[static_cast<std::size_t>(r0) * nbc],
+                                                  ok.data(), x_.data.data() + x_.data.size());
+      if (done == static_cast<std::size_t>(r1 - r0)) continue;
+      finish();  // the codes it streamed are ordered before the stores below that replace them
+      for (int r = r0; r < r1; ++r) {
+        if (ok[static_cast<std::size_t>(r - r0)]) continue;
+        band_amaxes(x_, r, r + 1, bc, band.gather, a);
+        const float* mult = band_mults(r, r + 1, a);
+        scaled_.run(&x_.data[idx(r, 0)], static_cast<std::size_t>(C_), mult, static_cast<std::size_t>(bc),
+                    &q_.codes[idx(r, 0)], rbits_at(idx(r, 0)));
+        after_row(r);
+      }
+    }
+    return;
+  }
   const std::size_t band_bytes = static_cast<std::size_t>(std::min(br, R_)) * static_cast<std::size_t>(C_) * sizeof(float);
   const int group = static_cast<int>(std::max<std::size_t>(1, kGroupBytes / std::max<std::size_t>(band_bytes, 1)));
   std::vector<BlockAmaxes> amaxes(static_cast<std::size_t>(std::min(group, ceil_div(R_, br))));
@@ -659,8 +692,8 @@ void Streaming::current() {
   q_.block_cols = bc;
   const bool packed = o_.scale_format == ScaleFormat::ue8m0_packed;
   q_.scale_format = packed ? &formats::e8m0 : &formats::f32;
-  // The multiplier of a block with amax a, and its scale code into q.scales.
-  auto block_scale = [&](float a) {
+  // The multiplier of a block with amax a, its scale code into `code`.
+  auto block_scale = [&](float a, std::uint64_t& code) {
     float s = 0;
     std::uint64_t scale_code = 0;
     if (packed) {
@@ -671,22 +704,33 @@ void Streaming::current() {
       s = rules::scale_from_amax(a, elem_max_, o_.eps, o_.scale_format, FLT_MAX);
       scale_code = bits_of(1.0f / s);
     }
-    q_.scales.push_back(scale_code);
+    code = scale_code;
     return s;
   };
   if (any_ && bc > 1) {
     std::vector<float> mult;
+    q_.scales.resize(static_cast<std::size_t>(ceil_div(R_, br)) * static_cast<std::size_t>(ceil_div(C_, bc)));
+    // Bands of one row (token, 1 x 128 blocks) go through the one pass where it takes them (not the packed scales,
+    // whose rule is a conversion).
+    const BlockRule rule{.kind = BlockRuleKind::current,
+                         .elem_max = elem_max_,
+                         .eps = o_.eps,
+                         .pow2 = o_.scale_format == ScaleFormat::pow2};
+    const auto nbc = static_cast<std::size_t>(ceil_div(C_, bc));
     banded(
         Band{.rows = br, .cols = bc},
         [&](int r0, int r1, const BlockAmaxes& t) {
+          const std::size_t first = static_cast<std::size_t>(r0 / br) * nbc;
           mult.clear();
           for (int c0 = 0, blk = 0; c0 < C_; c0 += bc, ++blk)
             mult.push_back(
-                block_scale(amax_of(t, static_cast<std::size_t>(blk), r0, r1, c0, std::min(C_, c0 + bc), Reach::all)));
+                block_scale(amax_of(t, static_cast<std::size_t>(blk), r0, r1, c0, std::min(C_, c0 + bc), Reach::all),
+                            q_.scales[first + static_cast<std::size_t>(blk)]));
           return mult.data();
         },
-        [](int) {});
+        [](int) {}, packed ? nullptr : &rule);
   } else {
+    q_.scales.clear();
     const BlockAmaxes t = any_ ? block_amaxes(x_, br, bc, Reach::all) : BlockAmaxes{};
     std::vector<float> mult;
     for (int r0 = 0; r0 < std::max(R_, 1); r0 += br)
@@ -695,7 +739,7 @@ void Streaming::current() {
         const float a =
             any_ ? amax_of(t, static_cast<std::size_t>(r0 / br) * t.nbc + c0 / bc, r0, r1, c0, c1, Reach::all)
                  : block_amax(r0, r1, c0, c1, Reach::all);
-        mult.push_back(block_scale(a));
+        mult.push_back(block_scale(a, q_.scales.emplace_back()));
       }
     if (any_) convert_rows(br, bc, t.nbc, mult);
   }
@@ -716,7 +760,7 @@ void Streaming::delayed(DelayedState& st) {
   q_.block_rows = std::max(R_, 1);
   q_.block_cols = std::max(C_, 1);
   q_.scale_format = &formats::f32;
-  q_.scales.push_back(bits_of(1.0f / s));
+  q_.scales.assign(1, bits_of(1.0f / s));
   float tensor_amax = 0.0f;
   if (any_) {
     convert_rows(R_, C_, 1, std::vector<float>{s});
@@ -732,14 +776,17 @@ void Streaming::mx() {
   q_.block_rows = 1;
   q_.block_cols = o_.block;
   q_.scale_format = &formats::e8m0;
-  if (!any_) return;
+  if (!any_) {
+    q_.scales.clear();
+    return;
+  }
   const Reach reach = o_.nonfinite == NonFinite::propagate ? Reach::finite : Reach::all;
   const bool fp32_multiply = o_.mx_rule == MxRule::rceil || o_.mx_rule == MxRule::rne;
   const int nbc = ceil_div(C_, o_.block);
   const int emax = emax_elem(el_);
   const int mantissa_bits = el_.mantissa_bits;
   std::vector<float> mults(static_cast<std::size_t>(nbc));
-  q_.scales.reserve(static_cast<std::size_t>(R_) * static_cast<std::size_t>(nbc));
+  q_.scales.resize(static_cast<std::size_t>(R_) * static_cast<std::size_t>(nbc));  // written by position
   std::size_t first = 0;  // the current row's first scale
   // rceil / rne: rules::mx_scale's conversion, prepared once.
   std::vector<float> descale(fp32_multiply ? static_cast<std::size_t>(nbc) : 0);
@@ -755,11 +802,21 @@ void Streaming::mx() {
     to_e8m0 = std::make_unique<ScaledBatch>(formats::e8m0, sp);
   }
   MxRowState row;
+  // floor, ceil, even and rceil take a row in one pass where it allows it (ScaledBatch::run_blocks); rne's scales
+  // are conversions, which only the general way makes.
+  BlockRule one_pass{.emax = emax, .mantissa_bits = mantissa_bits, .elem_max = elem_max_};
+  bool by_rows = true;
+  switch (o_.mx_rule) {
+    case MxRule::floor: one_pass.kind = BlockRuleKind::mx_floor; break;
+    case MxRule::ceil: one_pass.kind = BlockRuleKind::mx_ceil; break;
+    case MxRule::even: one_pass.kind = BlockRuleKind::mx_even; break;
+    case MxRule::rceil: one_pass.kind = BlockRuleKind::mx_rceil; break;
+    case MxRule::rne: by_rows = false; break;
+  }
   banded(
       Band{.rows = 1, .cols = o_.block, .gather = {.reach = reach, .smallest_nonzero = !fp32_multiply}},
-      [&](int, int, const BlockAmaxes& t) {
-        first = q_.scales.size();
-        q_.scales.resize(first + static_cast<std::size_t>(nbc));
+      [&](int r, int, const BlockAmaxes& t) {
+        first = static_cast<std::size_t>(r) * static_cast<std::size_t>(nbc);
         std::uint64_t* sc = &q_.scales[first];
         const auto n = static_cast<std::size_t>(nbc);
         // Blocks whose scale is NaN whatever their amax (mx_row_codes): a NaN amax where NaN propagates,
@@ -787,15 +844,12 @@ void Streaming::mx() {
           // multiplier is 0), or a non-zero |v| < 2^(e - 253); the row's smallest non-zero |v| against its
           // largest e decides the last.  2^(e_max - 253) as an f32 pattern (0 below the smallest
           // subnormal: no non-zero |v| lies under it).
-          const int te = static_cast<int>(summary.e_max) - 253;
-          const std::uint32_t below = te >= -126   ? static_cast<std::uint32_t>(te + 127) << 23
-                                      : te >= -149 ? 1u << (te + 149)
-                                                   : 0u;
+          const std::uint32_t below = rules::mx_normal_product_floor(summary.e_max);
           row.special = summary.nan_scale || summary.nan_block || (below != 0 && t.min_nonzero_m1 < below - 1);
         }
         return mults.data();
       },
-      [&](int r) { mx_elements(r, mults, first, row); });
+      [&](int r) { mx_elements(r, mults, first, row); }, by_rows ? &one_pass : nullptr);
 }
 
 // What the scaled pass over an MX row cannot give: in a row that may hold them, the elements of the OCP
@@ -865,7 +919,10 @@ void Streaming::nvfp4() {
   q_.block_rows = br;
   q_.block_cols = 16;
   if (!map_to_6) return four_over_six(t, br, global, s_enc, s_dec);
-  if (!any_) return;
+  if (!any_) {
+    q_.scales.clear();
+    return;
+  }
   // Each code's element multiplier (step 6), from a table over the 256 codes.
   std::array<float, 256> mult_of{};
   for (std::size_t sc = 0; sc < mult_of.size(); ++sc)
@@ -880,7 +937,9 @@ void Streaming::nvfp4() {
   const ScaledBatch to_scale(formats::e4m3, sat);  // times 1: the conversion of block_dec itself
   const float one = 1.0f;
   std::vector<std::uint8_t> block_codes(nbc);
-  q_.scales.reserve(static_cast<std::size_t>(ceil_div(R_, br)) * nbc);
+  q_.scales.resize(static_cast<std::size_t>(ceil_div(R_, br)) * nbc);  // written by position
+  // Bands of one row go through the one pass where it takes them (its rule is TE's step 5; torchao's order is not).
+  const BlockRule one_pass{.kind = BlockRuleKind::nvfp4, .enc_sixth = enc_sixth, .multipliers = mult_of.data()};
   banded(
       Band{.rows = br, .cols = 16},
       [&](int r0, int r1, const BlockAmaxes& band) {
@@ -895,11 +954,12 @@ void Streaming::nvfp4() {
             block_dec[k] = torchao ? rules::torchao_block_dec(ba, s_dec) : std::fmin(ba * enc_sixth, FLT_MAX);
           }
         to_scale.run(block_dec.data(), nbc, &one, nbc, block_codes.data(), nullptr);
-        q_.scales.insert(q_.scales.end(), block_codes.begin(), block_codes.end());
+        const std::size_t first = static_cast<std::size_t>(r0 / br) * nbc;
+        std::copy(block_codes.begin(), block_codes.end(), q_.scales.begin() + static_cast<std::ptrdiff_t>(first));
         for (std::size_t k = 0; k < nbc; ++k) mults[k] = mult_of[block_codes[k]];
         return mults.data();
       },
-      [](int) {});
+      [](int) {}, torchao ? nullptr : &one_pass);
 }
 
 // 4over6, after TE's quantize_4over6 kernel (NVIDIA/TransformerEngine
@@ -973,6 +1033,7 @@ void Streaming::four_over_six(const BlockAmaxes& t, int br, float global, float 
 // torchao 0.18 single-level NVFP4: scale = fp32(block_amax / 6) clamped to [2^-6, 448] (a zero block gets
 // 2^-6, code 0x08), stored as e4m3; elements x * fp32(1 / scale) in fp32.
 void Streaming::nvfp4_1level() {
+  q_.scales.clear();
   q_.scale_format = &formats::e4m3;
   q_.block_rows = 1;
   q_.block_cols = 16;
@@ -1016,12 +1077,13 @@ void quantize_into(const Tensor& xin, const Options& oin, Quantized& q, const st
   if (transforms) transformed = hadamard_transform(xin, o.hadamard);
   const Tensor& x = transforms ? transformed : xin;
   // A fresh result that keeps the previous one's storage: codes of the same count are kept as they are (every
-  // writer below overwrites whole rows), others start empty as in a new Quantized; the scale lists are emptied.
+  // writer below overwrites whole rows), others start empty as in a new Quantized.
   std::vector<std::uint8_t> codes = std::move(q.codes);
   std::vector<std::uint64_t> scales = std::move(q.scales);
   std::vector<std::uint32_t> packed_scales = std::move(q.packed_scales);
+  // The scale list is kept too: a family that writes its scales by position sizes it (a list of the same size is
+  // then not written twice), the others empty it (Streaming).
   if (codes.size() != x.data.size()) codes.clear();
-  scales.clear();
   packed_scales.clear();
   q = Quantized{};
   q.codes = std::move(codes);

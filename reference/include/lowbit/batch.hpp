@@ -41,6 +41,35 @@ void convert_batch(const Format& from, const void* in, std::size_t n, const Form
 void convert_batch_scalar(const Format& from, const void* in, std::size_t n, const Format& to, const Policy& p,
                           void* out_codes, std::uint8_t* flags, std::int8_t* ternary, const std::uint32_t* rbits);
 
+// The per-block scale rules ScaledBatch::run_blocks computes in its vectors, each the scalar rule of
+// scale_rules.hpp restated over lanes (conformance/scale's oracle holds the schemes that use it against
+// their reference under every SIMD target).  The block's amax a is its largest |x| (finite: a row holding a
+// NaN or an infinity is left to the caller).
+//  - mx_floor, mx_ceil, mx_even: rules::mx_scale's code from a's bits (emax, mantissa_bits), the multiplier
+//    rules::mx_multiplier of it; a row with a non-zero element whose product would not be a normal f32 number
+//    (the OCP rules' exact route, rules::mx_needs_exact) is left to the caller.
+//  - mx_rceil: the code of fp32(a * fp32(1 / elem_max)) rounded up into e8m0 where that quotient is a normal
+//    number whose code stays below 255 (other blocks leave the row to the caller), the multiplier as above.
+//  - current: TE's compute_scale_from_amax (rules::scale_from_amax with value_for_inf = FLT_MAX, elem_max as
+//    the format's largest value, eps, and the pow2 rounding when `pow2`); the multiplier is the scale s and
+//    the scale code the bits of fp32(1 / s).
+//  - nvfp4: TE's NVFP4 block scale (step 5 of docs/semantics.md §4): the e4m3 code, rounded to nearest even and
+//    saturated, of rules::nvfp4_block_dec(a, enc_sixth); the multiplier multipliers[code] (256 entries, the
+//    scheme's step-6 multiplier of each code).
+// Every rule also leaves to the caller a row where a block's amax times its multiplier is not a finite number
+// (the pass converts finite products only).
+enum class BlockRuleKind : std::uint8_t { mx_floor, mx_ceil, mx_even, mx_rceil, current, nvfp4 };
+struct BlockRule {
+  BlockRuleKind kind = BlockRuleKind::mx_floor;
+  int emax = 0;                        // MX: the element's largest power of two
+  int mantissa_bits = 0;               // mx_even: the element's mantissa width
+  float elem_max = 0.0f;               // mx_rceil and current: the element's largest finite value
+  float eps = 0.0f;                    // current
+  bool pow2 = false;                   // current: the scale rounded down to a power of two
+  float enc_sixth = 0.0f;              // nvfp4: S_enc * fp32(1 / 6)
+  const float* multipliers = nullptr;  // nvfp4: the multiplier of each e4m3 scale code
+};
+
 // A scaled conversion prepared once for many calls: the element codes of fp32(in[i] * mult[i / block]),
 // i.e. one IEEE fp32 multiplication (round to nearest even, subnormals kept) and then convert_batch's
 // conversion of the product from f32 into `to`, bit for bit what convert() gives for that product.  This
@@ -71,6 +100,21 @@ class ScaledBatch {
   // in[i], spreading those requests over the conversion (without it, it asks for in[i + 512]).
   void run(const float* in, std::size_t n, const float* mult, std::size_t block, void* out_codes,
            const std::uint32_t* rbits, const float* ahead = nullptr) const;
+  // One pass over rows of blocks that scales and converts them where the rows allow it: a block's scale is
+  // computed from its largest |x| by `rule` (BlockRule above) before any of its elements is converted, and its
+  // elements converted as run() converts them with that multiplier, the input read once from memory.  Row r
+  // (r < rows) is in[r * n, (r + 1) * n), cut into n / block blocks; its codes go to out_codes + r * n and its
+  // blocks' scale codes to scales + r * (n / block).  row_ok[r] is set to 1 for a row done so, and to 0 for a row
+  // left to the caller, whose codes and scales are then unspecified: every row when takes_blocks(n, block) is
+  // false, else a row holding a NaN or an infinity, or a block or element the rule's fast form does not give
+  // (BlockRule).  `end` bounds what the pass asks ahead for (the end of the tensor the rows lie in).  Returns the
+  // number of rows done.
+  std::size_t run_blocks(const float* in, std::size_t rows, std::size_t n, std::size_t block, const BlockRule& rule,
+                         std::uint8_t* out_codes, std::uint64_t* scales, std::uint8_t* row_ok, const float* end) const;
+  // Whether run_blocks takes rows of n values in blocks of `block` under this conversion at all: whole vectors of
+  // the vector kernel per block, whole blocks per row, one-byte codes, round to nearest even (whether a given
+  // row's values allow it is known only by running it).
+  bool takes_blocks(std::size_t n, std::size_t block) const;
   // Under CodeStores::streaming: orders the codes written so far before every later store (a fence), so that
   // another thread that is handed them sees them; the destructor does it too.  Nothing under `cached`.
   void flush() const;

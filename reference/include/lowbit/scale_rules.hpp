@@ -163,6 +163,14 @@ LOWBIT_HD inline bool mx_needs_exact(float v, float y) {
   return bv != 0 && bv < 0x7F800000u && !normal;
 }
 
+// The OCP rules' products y = v * 2^(127 - e) (mx_multiplier) of every non-zero v of a row whose largest scale
+// code is e_max are normal numbers when |v| >= 2^(e_max - 253) (a smaller e only makes y larger); that bound as an
+// f32 pattern, 0 where it lies below the smallest subnormal (no non-zero |v| is under it).
+LOWBIT_HD inline std::uint32_t mx_normal_product_floor(std::uint32_t e_max) {
+  const int te = static_cast<int>(e_max) - 253;
+  return te >= -126 ? static_cast<std::uint32_t>(te + 127) << 23 : te >= -149 ? 1u << (te + 149) : 0u;
+}
+
 // NVFP4 step 2: S_enc = fminf(scale_max * elem_max / amax, FLT_MAX), 1 for a zero amax or a zero quotient
 // (fminf drops a NaN quotient: FLT_MAX).
 LOWBIT_HD inline float nvfp4_s_enc(float global, float scale_max, float elem_max) {
