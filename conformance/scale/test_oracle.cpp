@@ -466,9 +466,9 @@ TEST(Oracle, GroupsOfBandsAndStreamedCodes) {
   EXPECT_EQ(t.mismatches, 0u);
 }
 
-// Rows as the one pass over rows meets them (ScaledBatch::run_blocks, which the token, one-row block and MX schemes
-// take where a block is a whole number of vectors): row r is ordinary data a few binades around 2^(r % 21 - 10),
-// with zeros here and there, or, for r % 8 = k > 0, such data with one thing the pass leaves to the general way or
+// Rows as the one pass over rows meets them (ScaledBatch::run_blocks, which the token, one-row block, MX and NVFP4
+// schemes take where a block is a whole number of vectors): row r is ordinary data a few binades around 2^(r % 21 -
+// 10), with zeros here and there, or, for r % 8 = k > 0, such data with one thing the pass leaves to the general way or
 // tests on the edge: 1 a NaN, 2 an infinity, 3 an f32 subnormal, 4 an all-zero first block of `block`, 5 an all-zero
 // row, 6 values near the top of f32, 7 values near the bottom of its normal range.
 S::Tensor row_kinds(int rows, int cols, int block, std::uint64_t seed) {
@@ -495,44 +495,47 @@ S::Tensor row_kinds(int rows, int cols, int block, std::uint64_t seed) {
 }
 
 // The one pass over rows and the rows it leaves to the general way, side by side in one tensor: the token scheme,
-// one-row blocks of 16, 32 and 128 columns, and MX blocks of 16, 32 and 64 under every rule, with every element,
-// scale format, eps, amax NaN rule and non-finite rule they take, on 40 rows of 512 columns and (every eighth
-// combination) 300 rows of 1024, which the pass takes in two runs of rows; every target.
+// one-row blocks of 16, 32 and 128 columns, MX blocks of 16, 32 and 64 under every rule, and NVFP4 under every
+// variant, with every element, scale format, eps, amax NaN rule and non-finite rule they take, on 40 rows of 512
+// columns and (every eighth combination) 300 rows of 1024, which the pass takes in two runs of rows; every target.
 TEST(Oracle, OnePassRowsAndTheRowsItLeaves) {
   std::vector<S::Options> grid;
   const std::vector<const lowbit::Format*> elements = {&F::e4m3, &F::e5m2, &F::e2m1,    &F::e2m3,
                                                        &F::e3m2, &F::int8, &F::e4m3fnuz};
   for (const lowbit::Format* el : elements)
-    for (S::Scheme s : {S::Scheme::token, S::Scheme::block, S::Scheme::mx})
-      for (int bc : s == S::Scheme::token   ? std::vector<int>{0}
-                    : s == S::Scheme::block ? std::vector<int>{16, 32, 128}
-                                            : std::vector<int>{16, 32, 64})
+    for (S::Scheme s : {S::Scheme::token, S::Scheme::block, S::Scheme::mx, S::Scheme::nvfp4})
+      for (int bc : s == S::Scheme::block ? std::vector<int>{16, 32, 128}
+                    : s == S::Scheme::mx  ? std::vector<int>{16, 32, 64}
+                                          : std::vector<int>{0})
         for (S::ScaleFormat sf : all<S::ScaleFormat>())
           for (S::MxRule rule : all<S::MxRule>())
             for (S::NonFinite nf : all<S::NonFinite>())
               for (S::AmaxNan an : all<S::AmaxNan>())
-                for (float eps : {0.0f, 1.0f}) {
-                  S::Request q;
-                  q.scheme = s;
-                  q.element = el;
-                  if (bc != 0) q.block = bc;
-                  if (s == S::Scheme::block) q.block_rows = 1;
-                  if (s == S::Scheme::mx) {
-                    q.mx_rule = rule;
-                    q.nonfinite = nf;
-                  } else if (rule != S::MxRule::floor || nf != S::NonFinite::scale_nan) {
-                    continue;
+                for (float eps : {0.0f, 1.0f})
+                  for (S::Variant v : all<S::Variant>()) {
+                    S::Request q;
+                    q.scheme = s;
+                    q.element = el;
+                    if (s == S::Scheme::nvfp4) q.variant = v;
+                    else if (v != S::Variant::standard) continue;
+                    if (bc != 0) q.block = bc;
+                    if (s == S::Scheme::block) q.block_rows = 1;
+                    if (s == S::Scheme::mx) {
+                      q.mx_rule = rule;
+                      q.nonfinite = nf;
+                    } else if (rule != S::MxRule::floor || nf != S::NonFinite::scale_nan) {
+                      continue;
+                    }
+                    if (s == S::Scheme::token || s == S::Scheme::block) {
+                      q.scale_format = sf;
+                      q.eps = eps;
+                    } else if (sf != S::ScaleFormat::f32 || eps != 0.0f) {
+                      continue;
+                    }
+                    q.amax_nan = an;
+                    S::Options o;
+                    if (!S::resolve(q, o).has_value()) grid.push_back(o);
                   }
-                  if (s != S::Scheme::mx) {
-                    q.scale_format = sf;
-                    q.eps = eps;
-                  } else if (sf != S::ScaleFormat::f32 || eps != 0.0f) {
-                    continue;
-                  }
-                  q.amax_nan = an;
-                  S::Options o;
-                  if (!S::resolve(q, o).has_value()) grid.push_back(o);
-                }
   ASSERT_GT(grid.size(), 200u);
   Tally t;
   const int targets = for_each_target([&] {
